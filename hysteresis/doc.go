@@ -1,0 +1,150 @@
+// Package hysteresis decides when a member cluster's leaf node is Ready,
+// cordoned, or NotReady.
+//
+// It is a pure, deterministic state machine in the style of etcd's raft
+// package: no API clients, no goroutines, no wall clock. Time is an input
+// (Observation.Time); the same observations in the same order always give
+// the same decisions, and a Snapshot restored into a fresh Fleet continues
+// exactly as the original would have. Everything that talks to an API server
+// (the prober, the leaf Lease, the taints) lives outside and consults it.
+//
+// # Use
+//
+//	f, err := hysteresis.NewFleet(fleetCfg)       // validated FleetConfig
+//	err = f.Add("eu-1", annotationOverrides)      // per-cluster overrides
+//	st, changes, err := f.Observe("eu-1", hysteresis.Observation{
+//		Time: now, OK: false, Class: hysteresis.ClassNetwork, Detail: err.Error()})
+//	// st.State.LeafReady(): renew the leaf Lease or not; st.Cordoned: NoSchedule taint.
+//	snap, err := f.SnapshotCluster("eu-1")        // persist; RestoreCluster(snap) after a restart
+//
+// # States
+//
+//	              first network/server failure
+//	   +-------+ ----------------------------> +---------+
+//	   | Ready |                               | Suspect |
+//	   +-------+ <---------------------------- +---------+
+//	     ^        a success (suppressed flap:       |
+//	     |        counted, adds penaltyPerFlap)     | network/server failures continuous
+//	     |                                          | for notReadyAfter, or availability
+//	     | successes continuous                     | over window below minAvailability
+//	     | for readyAfter                           | (not while the mass guard holds)
+//	     |                                          v
+//	+------------+       first success        +----------+
+//	| Recovering | <------------------------- | NotReady |
+//	+------------+ -------------------------> +----------+
+//	               a network/server failure
+//	               (OutageSince is kept)
+//
+// Ready and Suspect are "leaf Ready" (State.LeafReady): the Lease is renewed.
+// NotReady and Recovering are not: a recovering member must prove itself for
+// readyAfter before the leaf is Ready again.
+//
+// Cordoned (NoSchedule) is orthogonal to the state. A leaf is cordoned when
+// any of these holds:
+//   - failures (of any class) have been continuous for cordonAfter;
+//   - the state is NotReady or Recovering;
+//   - flap damping: the penalty went above suppress and has not yet decayed
+//     below reuse.
+//
+// # Failure classes
+//
+// network (timeouts, refused, reset, DNS) and server (5xx, 429) failures are
+// evidence that the member is unreachable: they move Ready → Suspect and can
+// lead to NotReady. auth (401/403) and config failures are leafsync's own
+// problem: they cordon after cordonAfter and surface as Reason AuthFailure or
+// ConfigFailure, but never move a cluster towards NotReady. They neither
+// extend nor break a network/server failure streak, and they break a success
+// streak.
+//
+// # Evidence and gaps
+//
+// Durations such as "failures continuous for notReadyAfter" are measured as
+// evidence, not wall time: the time between two consecutive observations
+// counts only if both have the same outcome (two network/server failures,
+// two successes), and each observation adds at most 1.5×probeInterval (so
+// probes that are a little late still count in full). So a gap in
+// observations (leafsync paused, restarted, a probe not run) is not failure:
+// failures at 12:00:00 and 12:30:00 are 7.5s of evidence, not 30m.
+// A restart mid-outage resumes the streak where it was (nothing is reset,
+// nothing is counted as a flap), and the restart gap adds at most
+// 1.5×probeInterval. Probe at least every 1.5×probeInterval (keep the probe
+// timeout below that), or failing probes accrue evidence more slowly than
+// wall time.
+//
+// With probes every probeInterval, a continuous outage therefore yields
+// NotReady at the first observation at least notReadyAfter after the first
+// failed one: no later than notReadyAfter + probeInterval.
+//
+// # Availability
+//
+// The window is split into 60 buckets holding success and failure evidence.
+// A Suspect cluster also becomes NotReady when, over the window, there is at
+// least half a window of evidence (so a short history is not judged), failure
+// evidence is at least notReadyAfter, and availability (success evidence over
+// all evidence) is below minAvailability. This catches a link that flaps
+// faster than notReadyAfter. Because it needs notReadyAfter of failure
+// evidence, a single failure streak shorter than notReadyAfter never yields
+// NotReady.
+//
+// # Flap damping
+//
+// Modelled on BGP route-flap damping (RFC 2439). Every suppressed flap
+// (Suspect → Ready) adds penaltyPerFlap to a penalty that decays
+// exponentially with halfLife and is capped at maxPenalty. When the penalty
+// rises above suppress the leaf is cordoned, until it decays below reuse.
+// Damping only cordons; it never causes NotReady.
+//
+// # Mass-disconnect guard
+//
+// Modelled on kube-controller-manager's zone disruption modes. A cluster
+// counts as failing while its network/server probes fail and it is not yet
+// NotReady (clusters long NotReady do not count, so a few dead members cannot
+// keep the guard on forever). While at least massFraction of the fleet's
+// clusters and at least massMin clusters are failing, the problem is most
+// likely on leafsync's side, and no cluster moves to NotReady: it stays
+// Suspect (or Recovering), cordoned, with Reason MassDisconnect and
+// Status.Held set. Evidence keeps accruing, so a cluster still failing once
+// the guard lifts goes NotReady at its next failed probe. massFraction and
+// massMin are per-cluster thresholds like the others: each cluster is judged
+// with its own values against the fleet-wide count.
+//
+// # Defaults and why
+//
+//   - probeInterval 5s: one cheap request per member every 5s; 18 samples
+//     before NotReady, enough that one lost probe means nothing.
+//   - cordonAfter 10s: three failed probes in a row (at 0s, 5s, 10s). A
+//     single dropped probe or a sub-10s blip does not cordon; a real problem
+//     stops new placements within 10–15s. Cordoning is cheap and reversible.
+//   - notReadyAfter 90s: NotReady starts the eviction machinery, which is
+//     expensive and irreversible. 90s rides out the usual transient causes
+//     (API server rolling restart, load-balancer or VPN failover, routing
+//     reconvergence: typically 10–60s) while still confirming a real outage
+//     in well under the 5m pods tolerate an unreachable node by default.
+//   - readyAfter 30s: seven successes in a row. Long enough that a link
+//     flickering back for a few seconds does not bounce the leaf Ready and
+//     NotReady again, short enough not to delay a real recovery noticeably.
+//   - window 10m, minAvailability 0.5: a member unreachable more than half of
+//     the last ten minutes (and for at least notReadyAfter in total) is not
+//     usable even if no single outage lasted 90s.
+//   - penaltyPerFlap 1000, suppress 2000, reuse 750, halfLife 10m,
+//     maxPenalty 6000: the classic RFC 2439 / router figures (1000 / 2000 /
+//     750) with a 10m half-life. Three flaps within a few minutes cordon;
+//     flaps further apart than one half-life converge below suppress and
+//     never do. From just above suppress the cordon lifts about 14m after
+//     the last flap (2000 → 750); maxPenalty 6000 bounds it to three half-lives (30m).
+//   - massFraction 0.55, massMin 3: kube-controller-manager's
+//     unhealthy-zone threshold (55%, and more than two nodes).
+//
+// # Snapshots
+//
+// Snapshot/Restore (whole fleet) and SnapshotCluster/RestoreCluster (one
+// cluster, what the state store persists) use versioned JSON
+// ({"version":1,...}) holding every piece of state: state and Since, the
+// streaks, the last observation, the penalty and when it was last decayed,
+// the availability buckets and the counters. Config is not state: a
+// restored cluster keeps the config it was added with.
+//
+// # Performance
+//
+// A decision that changes nothing does not allocate (see BenchmarkObserve*).
+package hysteresis

@@ -1,0 +1,489 @@
+package hysteresis
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// Property tests over generated probe traces (pgregory.net/rapid). Each
+// property draws a valid config and a trace; a failure is shrunk to a
+// minimal trace and reported.
+
+type event struct {
+	cluster string
+	obs     Observation
+}
+
+type outputs struct {
+	st  Status
+	trs []Transition
+}
+
+func genConfig(t *rapid.T) Config {
+	s := func(lo, hi int, label string) time.Duration {
+		return time.Duration(rapid.IntRange(lo, hi).Draw(t, label)) * time.Second
+	}
+	c := Config{}
+	c.ProbeInterval = D(s(1, 10, "probeInterval"))
+	c.CordonAfter = D(s(0, 30, "cordonAfter"))
+	c.NotReadyAfter = D(c.CordonAfter.Duration + s(1, 120, "notReadyAfter-cordonAfter"))
+	c.ReadyAfter = D(s(1, 60, "readyAfter"))
+	c.Window = D(c.NotReadyAfter.Duration + s(0, 600, "window-notReadyAfter"))
+	c.MinAvailability = rapid.SampledFrom([]float64{0, 0.3, 0.5, 0.9, 1}).Draw(t, "minAvailability")
+	c.PenaltyPerFlap = rapid.SampledFrom([]float64{0, 500, 1000}).Draw(t, "penaltyPerFlap")
+	c.HalfLife = D(s(10, 1200, "halfLife"))
+	c.Suppress = float64(rapid.IntRange(500, 3000).Draw(t, "suppress"))
+	c.Reuse = float64(rapid.IntRange(1, int(c.Suppress)-1).Draw(t, "reuse"))
+	c.MaxPenalty = c.Suppress + float64(rapid.IntRange(1, 10000).Draw(t, "maxPenalty-suppress"))
+	c.MassFraction = rapid.SampledFrom([]float64{0.1, 0.3, 0.55, 1}).Draw(t, "massFraction")
+	c.MassMin = rapid.IntRange(2, 4).Draw(t, "massMin")
+	if err := c.Validate(); err != nil {
+		t.Fatalf("generated invalid config: %v", err)
+	}
+	return c
+}
+
+func genClusters(t *rapid.T, lo, hi int) []string {
+	n := rapid.IntRange(lo, hi).Draw(t, "clusters")
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%d", i)
+	}
+	return names
+}
+
+// modes of a generated cluster: what its probes return for a while.
+const (
+	modeOK = iota
+	modeNetwork
+	modeServer
+	modeAuth
+	modeConfig
+	modeMixed // any outcome, each probe
+	numModes
+)
+
+func outcomeFor(t *rapid.T, mode int) (bool, Class) {
+	if mode == modeMixed {
+		mode = rapid.IntRange(modeOK, modeConfig).Draw(t, "mixed")
+	}
+	switch mode {
+	case modeOK:
+		return true, 0
+	case modeNetwork:
+		return false, ClassNetwork
+	case modeServer:
+		return false, ClassServer
+	case modeAuth:
+		return false, ClassAuth
+	default:
+		return false, ClassConfig
+	}
+}
+
+// genTrace draws rounds of probes. Time advances mostly by up to one probe
+// interval, sometimes by more, rarely by a long gap; each cluster sticks to a
+// mode for a while (so streaks of every length occur), sometimes all clusters
+// fail at once (a mass disconnect), and probes are sometimes missing.
+func genTrace(t *rapid.T, cfg Config, clusters []string, start time.Time, maxRounds int) []event {
+	pi := int64(cfg.ProbeInterval.Duration / time.Millisecond)
+	rounds := rapid.IntRange(1, maxRounds).Draw(t, "rounds")
+	mode := make([]int, len(clusters))
+	at := start
+	var out []event
+	for range rounds {
+		var dt int64
+		switch k := rapid.IntRange(0, 39).Draw(t, "dtKind"); {
+		case k == 0:
+			dt = rapid.Int64Range(0, int64(30*time.Minute/time.Millisecond)).Draw(t, "gap")
+		case k < 4:
+			dt = rapid.Int64Range(pi, 3*pi).Draw(t, "late")
+		case k < 20:
+			dt = pi
+		default:
+			dt = rapid.Int64Range(0, pi).Draw(t, "dt")
+		}
+		at = at.Add(time.Duration(dt) * time.Millisecond)
+		if rapid.IntRange(0, 59).Draw(t, "mass") == 0 {
+			for i := range mode {
+				mode[i] = modeNetwork
+			}
+		}
+		for i, c := range clusters {
+			if rapid.IntRange(0, 24).Draw(t, "switch") == 0 {
+				mode[i] = rapid.IntRange(0, numModes-1).Draw(t, "mode")
+			}
+			if rapid.IntRange(0, 29).Draw(t, "skip") == 0 {
+				continue
+			}
+			ok, class := outcomeFor(t, mode[i])
+			out = append(out, event{c, Observation{Time: at, OK: ok, Class: class, Detail: class.String()}})
+		}
+	}
+	return out
+}
+
+func newPropFleet(t *rapid.T, cfg Config, clusters []string) *Fleet {
+	f, err := NewFleet(FleetConfig{Config: cfg})
+	if err != nil {
+		t.Fatalf("NewFleet: %v", err)
+	}
+	for _, c := range clusters {
+		if err := f.Add(c, Overrides{}); err != nil {
+			t.Fatalf("Add: %v", err)
+		}
+	}
+	return f
+}
+
+func replay(t *rapid.T, f *Fleet, trace []event) []outputs {
+	out := make([]outputs, len(trace))
+	for i, e := range trace {
+		st, trs, err := f.Observe(e.cluster, e.obs)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		out[i] = outputs{st, trs}
+		checkInvariants(t, f, e, st)
+	}
+	return out
+}
+
+// checkInvariants holds after every observation.
+func checkInvariants(t *rapid.T, f *Fleet, e event, st Status) {
+	cfg, _ := f.Config(e.cluster)
+	if (st.State == NotReady || st.State == Recovering) && !st.Cordoned {
+		t.Fatalf("%s %s but not cordoned", e.cluster, st.State)
+	}
+	if st.Damped && !st.Cordoned {
+		t.Fatalf("damped but not cordoned")
+	}
+	if st.Penalty < 0 || st.Penalty > cfg.MaxPenalty {
+		t.Fatalf("penalty %g outside [0, %g]", st.Penalty, cfg.MaxPenalty)
+	}
+	if st.Held && st.State != Suspect && st.State != Recovering {
+		t.Fatalf("held in %s", st.State)
+	}
+	if (st.OutageSince.IsZero()) != (st.State != NotReady && st.State != Recovering) {
+		t.Fatalf("OutageSince %v in %s", st.OutageSince, st.State)
+	}
+}
+
+// The same trace always yields the same outputs.
+func TestPropDeterministic(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 1, 5)
+		trace := genTrace(t, cfg, cl, t0, 200)
+		a := replay(t, newPropFleet(t, cfg, cl), trace)
+		b := replay(t, newPropFleet(t, cfg, cl), trace)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("two runs of the same trace differ")
+		}
+	})
+}
+
+// Snapshot → restore at any point yields the same outputs as an
+// uninterrupted run (whole-fleet or per-cluster snapshots).
+func TestPropSnapshotRestore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 1, 5)
+		trace := genTrace(t, cfg, cl, t0, 200)
+		cut := rapid.IntRange(0, len(trace)).Draw(t, "cut")
+		perCluster := rapid.Bool().Draw(t, "perCluster")
+
+		ref := newPropFleet(t, cfg, cl)
+		want := replay(t, ref, trace)
+
+		f := newPropFleet(t, cfg, cl)
+		replay(t, f, trace[:cut])
+		g, err := NewFleet(FleetConfig{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perCluster {
+			for _, c := range cl {
+				snap, err := f.SnapshotCluster(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := g.RestoreCluster(snap); err != nil {
+					t.Fatalf("RestoreCluster: %v", err)
+				}
+			}
+		} else {
+			snap, err := f.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Restore(snap); err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+		}
+		got := replay(t, g, trace[cut:])
+		if !reflect.DeepEqual(got, want[cut:]) {
+			for i := range got {
+				if !reflect.DeepEqual(got[i], want[cut+i]) {
+					t.Fatalf("after restore at %d, event %d %+v:\n got %+v\nwant %+v", cut, cut+i, trace[cut+i], got[i], want[cut+i])
+				}
+			}
+		}
+		s1, _ := ref.Snapshot()
+		s2, _ := g.Snapshot()
+		if string(s1) != string(s2) {
+			t.Fatalf("final snapshots differ:\n%s\n%s", s1, s2)
+		}
+	})
+}
+
+// A Suspect cluster goes NotReady only if its current network/server
+// failure streak has lasted notReadyAfter (wall time), or the failures in
+// the window add up to notReadyAfter (the availability rule). In particular
+// failure streaks shorter than notReadyAfter never yield NotReady when the
+// availability rule is off or the window holds no other failures.
+func TestPropShortStreaksNeverNotReady(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 1, 4)
+		trace := genTrace(t, cfg, cl, t0, 300)
+		f := newPropFleet(t, cfg, cl)
+		type pair struct {
+			at time.Time
+			dt time.Duration
+		}
+		type hist struct {
+			hardStart time.Time // first network/server failure since the last success
+			inHard    bool
+			last      event
+			hasLast   bool
+			pairs     []pair // consecutive failure/failure (network/server) observations
+		}
+		h := map[string]*hist{}
+		for _, c := range cl {
+			h[c] = &hist{}
+		}
+		width := cfg.Window.Duration / windowBuckets
+		for i, e := range trace {
+			x := h[e.cluster]
+			hardNow := !e.obs.OK && e.obs.Class.counts()
+			if e.obs.OK {
+				x.inHard = false
+			} else if hardNow && !x.inHard {
+				x.inHard, x.hardStart = true, e.obs.Time
+			}
+			if hardNow && x.hasLast && !x.last.obs.OK && x.last.obs.Class.counts() {
+				x.pairs = append(x.pairs, pair{e.obs.Time, e.obs.Time.Sub(x.last.obs.Time)})
+			}
+			x.last, x.hasLast = e, true
+
+			st, trs, err := f.Observe(e.cluster, e.obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkInvariants(t, f, e, st)
+			for _, tr := range trs {
+				if tr.To != NotReady || tr.From == NotReady || tr.From == Recovering {
+					continue
+				}
+				streak := e.obs.Time.Sub(x.hardStart)
+				var inWindow time.Duration
+				for _, p := range x.pairs {
+					if p.at.After(e.obs.Time.Add(-cfg.Window.Duration - width)) {
+						inWindow += p.dt
+					}
+				}
+				if streak < cfg.NotReadyAfter.Duration && (cfg.MinAvailability == 0 || inWindow < cfg.NotReadyAfter.Duration) {
+					t.Fatalf("event %d: NotReady after a %v streak (%v of failures in the window), notReadyAfter %v, minAvailability %g",
+						i, streak, inWindow, cfg.NotReadyAfter, cfg.MinAvailability)
+				}
+			}
+		}
+	})
+}
+
+// A continuous outage (network/server failures at least every
+// probeInterval) yields NotReady no later than notReadyAfter after the first
+// failure, i.e. by the first probe at or after that: at most notReadyAfter +
+// probeInterval.
+func TestPropContinuousOutage(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		f := newPropFleet(t, cfg, []string{"c"})
+		prefix := genTrace(t, cfg, []string{"c"}, t0, 100)
+		replay(t, f, prefix)
+		at := t0
+		if len(prefix) > 0 {
+			at = prefix[len(prefix)-1].obs.Time
+		}
+		at = at.Add(time.Duration(rapid.Int64Range(0, int64(cfg.ProbeInterval.Duration)).Draw(t, "start")))
+		first := at
+		deadline := first.Add(cfg.NotReadyAfter.Duration)
+		var lastState State
+		for !at.After(deadline.Add(cfg.ProbeInterval.Duration)) {
+			class := rapid.SampledFrom([]Class{ClassNetwork, ClassServer}).Draw(t, "class")
+			st, _, err := f.Observe("c", Observation{Time: at, Class: class})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lastState = st.State
+			if !at.Before(deadline) && st.State != NotReady {
+				t.Fatalf("%v into a continuous outage: %s (notReadyAfter %v)", at.Sub(first), st.State, cfg.NotReadyAfter)
+			}
+			at = at.Add(time.Duration(rapid.Int64Range(1, int64(cfg.ProbeInterval.Duration)).Draw(t, "dt")))
+		}
+		if lastState != NotReady {
+			t.Fatalf("not NotReady %v after the outage began", cfg.NotReadyAfter.Duration+cfg.ProbeInterval.Duration)
+		}
+	})
+}
+
+// NotReady returns to Ready only after readyAfter of continuous success.
+func TestPropReadyOnlyAfterReadyAfter(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 1, 3)
+		trace := genTrace(t, cfg, cl, t0, 300)
+		f := newPropFleet(t, cfg, cl)
+		okSince := map[string]time.Time{}
+		inOK := map[string]bool{}
+		wasDown := map[string]bool{}
+		for i, e := range trace {
+			if !e.obs.OK {
+				inOK[e.cluster] = false
+			} else if !inOK[e.cluster] {
+				inOK[e.cluster], okSince[e.cluster] = true, e.obs.Time
+			}
+			st, trs, err := f.Observe(e.cluster, e.obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range trs {
+				if tr.To == Ready && (tr.From == Recovering || tr.From == NotReady) {
+					if !wasDown[e.cluster] {
+						t.Fatalf("event %d: %s->Ready without having been NotReady", i, tr.From)
+					}
+					if d := e.obs.Time.Sub(okSince[e.cluster]); d < cfg.ReadyAfter.Duration {
+						t.Fatalf("event %d: Ready after only %v of success (readyAfter %v)", i, d, cfg.ReadyAfter)
+					}
+				}
+			}
+			wasDown[e.cluster] = st.State == NotReady || st.State == Recovering
+		}
+	})
+}
+
+// Damping alone never yields NotReady: the same trace with damping off gives
+// exactly the same states; damping only adds cordons.
+func TestPropDampingNeverNotReady(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cfg.PenaltyPerFlap = rapid.SampledFrom([]float64{500, 1000, 5000}).Draw(t, "penalty")
+		off := cfg
+		off.PenaltyPerFlap = 0
+		cl := genClusters(t, 1, 4)
+		trace := genTrace(t, cfg, cl, t0, 300)
+		a := replay(t, newPropFleet(t, cfg, cl), trace)
+		b := replay(t, newPropFleet(t, off, cl), trace)
+		for i := range a {
+			if a[i].st.State != b[i].st.State || a[i].st.Held != b[i].st.Held {
+				t.Fatalf("event %d: with damping %s, without %s", i, a[i].st.State, b[i].st.State)
+			}
+			if b[i].st.Cordoned && !a[i].st.Cordoned {
+				t.Fatalf("event %d: damping removed a cordon", i)
+			}
+		}
+	})
+}
+
+// While at least massFraction of the clusters and at least massMin are
+// failing, no cluster moves to NotReady. Checked against an independent
+// count over the trace.
+func TestPropMassGuard(t *testing.T) {
+	held := 0
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 2, 8)
+		trace := genTrace(t, cfg, cl, t0, 300)
+		f := newPropFleet(t, cfg, cl)
+		hardRun := map[string]bool{}
+		state := map[string]State{}
+		for i, e := range trace {
+			if e.obs.OK {
+				hardRun[e.cluster] = false
+			} else if e.obs.Class.counts() {
+				hardRun[e.cluster] = true
+			}
+			failing := 0
+			for _, c := range cl {
+				if hardRun[c] && state[c] != NotReady {
+					failing++
+				}
+			}
+			mass := failing >= cfg.MassMin && float64(failing) >= cfg.MassFraction*float64(len(cl))-1e-9
+			st, trs, err := f.Observe(e.cluster, e.obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range trs {
+				if tr.To == NotReady && tr.From != NotReady && mass {
+					t.Fatalf("event %d: %s %s->NotReady during a mass disconnect (%d of %d failing)", i, e.cluster, tr.From, failing, len(cl))
+				}
+			}
+			if st.Held {
+				held++
+				if !mass {
+					t.Fatalf("event %d: held without a mass disconnect", i)
+				}
+			}
+			state[e.cluster] = st.State
+		}
+	})
+	if held == 0 {
+		t.Error("the generator never exercised the guard")
+	}
+}
+
+// Scenario: enough clusters fail together and keep failing; none of them
+// becomes NotReady however long it lasts, whatever the others do.
+func TestPropMassDisconnectScenario(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 2, 8)
+		need := max(cfg.MassMin, int(cfg.MassFraction*float64(len(cl))+0.999999))
+		if need > len(cl) {
+			t.Skip("fleet too small for this guard")
+		}
+		down := cl[:rapid.IntRange(need, len(cl)).Draw(t, "down")]
+		others := genTrace(t, cfg, cl[len(down):], t0, 200)
+		f := newPropFleet(t, cfg, cl)
+		at := t0
+		for _, e := range others {
+			for ; !at.After(e.obs.Time); at = at.Add(cfg.ProbeInterval.Duration) {
+				for _, c := range down {
+					st, _, err := f.Observe(c, Observation{Time: at, Class: ClassNetwork})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.State == NotReady {
+						t.Fatalf("%s NotReady during a mass disconnect", c)
+					}
+				}
+			}
+			if _, _, err := f.Observe(e.cluster, e.obs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for end := at.Add(2 * cfg.NotReadyAfter.Duration); !at.After(end); at = at.Add(cfg.ProbeInterval.Duration) {
+			for _, c := range down {
+				if st, _, err := f.Observe(c, Observation{Time: at, Class: ClassServer}); err != nil || st.State == NotReady {
+					t.Fatalf("%s: %s %v during a mass disconnect", c, st.State, err)
+				}
+			}
+		}
+	})
+}

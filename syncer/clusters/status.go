@@ -1,0 +1,161 @@
+package clusters
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/member"
+)
+
+// Phase is the state of a registration, as written to the Secret's
+// leafsync.io/status annotation.
+type Phase string
+
+// Phases of a registration.
+const (
+	// PhasePending: accepted; connecting (no probe answered yet).
+	PhasePending Phase = "Pending"
+	// PhaseConnected: the last probe of the member succeeded.
+	PhaseConnected Phase = "Connected"
+	// PhaseUnreachable: the last probe failed with a network or server
+	// error (the member, or the way to it, is down or overloaded).
+	PhaseUnreachable Phase = "Unreachable"
+	// PhaseUnauthorized: the member rejects leafsync's credentials.
+	PhaseUnauthorized Phase = "Unauthorized"
+	// PhaseMisconfigured: leafsync cannot talk to the member as configured
+	// (server certificate not trusted, not TLS, wrong URL path…).
+	PhaseMisconfigured Phase = "Misconfigured"
+	// PhaseRefused: the Secret is invalid or unsafe; nothing runs for it.
+	PhaseRefused Phase = "Refused"
+	// PhaseDuplicate: an older Secret registers the same cluster name.
+	PhaseDuplicate Phase = "Duplicate"
+	// PhaseTerminating: deregistration is cleaning up.
+	PhaseTerminating Phase = "Terminating"
+)
+
+// Reasons of Events and of the leafsync.io/status-reason annotation, in
+// addition to the registration.Reason* values (refusals).
+const (
+	ReasonConnecting        = "Connecting"
+	ReasonReconnecting      = "Reconnecting"
+	ReasonConnected         = "MemberConnected"
+	ReasonUnreachable       = "MemberUnreachable"
+	ReasonServerError       = "MemberServerError"
+	ReasonUnauthorized      = "MemberUnauthorized"
+	ReasonTLSError          = "MemberTLSError"
+	ReasonMisconfigured     = "MemberMisconfigured"
+	ReasonDuplicateCluster  = "DuplicateCluster"
+	ReasonUnknownAnnotation = "UnknownAnnotation"
+	ReasonClientSetupFailed = "ClientSetupFailed"
+	ReasonDeregistering     = "Deregistering"
+	ReasonDeregistered      = "Deregistered"
+	ReasonCleanupFailed     = "CleanupFailed"
+)
+
+// Status is what leafsync reports about one registration Secret.
+type Status struct {
+	// Cluster is the leafsync.io/cluster label value.
+	Cluster string
+	// Secret is the registration Secret.
+	Secret types.NamespacedName
+	// Phase, Reason and Message are also written to the Secret's
+	// annotations. Message says what is wrong and what to do.
+	Phase   Phase
+	Reason  string
+	Message string
+	// Since is when Phase or Reason last changed.
+	Since time.Time
+	// Server and LeafName of the registration in use (empty if refused).
+	Server   string
+	LeafName string
+	// Generation counts connections made for this cluster (1 for the
+	// first, +1 per reconnect after a credential or endpoint change).
+	Generation int
+	// LastProbe is the last probe outcome (zero if none).
+	LastProbe hysteresis.Observation
+	// Breaker is the member's circuit breaker.
+	Breaker member.BreakerStats
+	// Hysteresis is the engine's decision for the cluster (zero if the
+	// cluster is not registered).
+	Hysteresis hysteresis.Status
+	// Synced: the member's Node and Pod caches have synced.
+	Synced bool
+}
+
+// Warning reports whether the status is a problem a person should look at.
+func (s Status) Warning() bool {
+	switch s.Phase {
+	case PhasePending, PhaseConnected:
+		return s.Reason != "" && !isOKReason(s.Reason)
+	case PhaseTerminating:
+		return s.Reason == ReasonCleanupFailed
+	}
+	return true
+}
+
+func isOKReason(r string) bool {
+	switch r {
+	case ReasonConnecting, ReasonReconnecting, ReasonConnected, ReasonDeregistering:
+		return true
+	}
+	return false
+}
+
+// connection is what the last probe of the active runtime says.
+type connection struct {
+	phase   Phase
+	reason  string
+	message string
+}
+
+// connectionFor turns a probe outcome into a phase, reason and message.
+func connectionFor(obs hysteresis.Observation, server string, secret types.NamespacedName) connection {
+	if obs.OK {
+		return connection{PhaseConnected, ReasonConnected, fmt.Sprintf("connected to %s", server)}
+	}
+	switch obs.Class {
+	case hysteresis.ClassAuth:
+		return connection{PhaseUnauthorized, ReasonUnauthorized, fmt.Sprintf(
+			"the member API server %s rejects leafsync's credentials: %s. Put a valid token or client certificate in data.kubeconfig of Secret %s "+
+				"(`leafsync register --create-service-account` issues a long-lived ServiceAccount token) and check that it is bound to leafsync's ClusterRole in the member",
+			server, obs.Detail, secret)}
+	case hysteresis.ClassConfig:
+		if isTLSDetail(obs.Detail) {
+			return connection{PhaseMisconfigured, ReasonTLSError, fmt.Sprintf(
+				"TLS with the member API server %s fails: %s. Put the member's CA certificate in certificate-authority-data (and tls-server-name if the server's certificate names another host) in data.kubeconfig of Secret %s",
+				server, obs.Detail, secret)}
+		}
+		return connection{PhaseMisconfigured, ReasonMisconfigured, fmt.Sprintf(
+			"leafsync cannot talk to %s as configured: %s. Check the server URL in data.kubeconfig of Secret %s (it must be the member's Kubernetes API server)",
+			server, obs.Detail, secret)}
+	case hysteresis.ClassServer:
+		return connection{PhaseUnreachable, ReasonServerError, fmt.Sprintf(
+			"the member API server %s answers with errors: %s. Check the member control plane (API server, etcd); leafsync keeps probing, and the leaf stays Ready until the outage lasts longer than notReadyAfter",
+			server, obs.Detail)}
+	default:
+		return connection{PhaseUnreachable, ReasonUnreachable, fmt.Sprintf(
+			"cannot reach the member API server %s: %s. Check that the server URL resolves and is reachable from leafsync's pod (DNS, firewall, NetworkPolicy, proxy); leafsync keeps probing, and the leaf stays Ready until the outage lasts longer than notReadyAfter",
+			server, obs.Detail)}
+	}
+}
+
+func isTLSDetail(d string) bool {
+	for _, s := range []string{"x509", "certificate", "tls:", "HTTP response to HTTPS"} {
+		if strings.Contains(d, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate keeps messages within what Events and annotations hold well.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

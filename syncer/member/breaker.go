@@ -1,0 +1,227 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// BreakerState is the state of a member's circuit breaker.
+type BreakerState = gobreaker.State
+
+// Breaker states.
+const (
+	BreakerClosed   = gobreaker.StateClosed
+	BreakerHalfOpen = gobreaker.StateHalfOpen
+	BreakerOpen     = gobreaker.StateOpen
+)
+
+// BreakerSettings configure a member's circuit breaker.
+type BreakerSettings struct {
+	// ConsecutiveFailures (network errors, 5xx, 429) open the breaker.
+	ConsecutiveFailures uint32
+	// OpenTimeout is how long the breaker stays open (failing every call
+	// at once) before it lets trial calls through (half-open).
+	OpenTimeout time.Duration
+	// HalfOpenRequests is how many trial calls may be in flight while
+	// half-open; that many consecutive successes close the breaker again.
+	HalfOpenRequests uint32
+}
+
+// DefaultBreakerSettings open after 5 consecutive failures, for 5s, with one
+// trial call.
+func DefaultBreakerSettings() BreakerSettings {
+	return BreakerSettings{ConsecutiveFailures: 5, OpenTimeout: 5 * time.Second, HalfOpenRequests: 1}
+}
+
+// BreakerStats are cumulative counters of one breaker.
+type BreakerStats struct {
+	// State is the current state.
+	State BreakerState
+	// Opened, HalfOpened and Closed count transitions into each state.
+	Opened, HalfOpened, Closed uint64
+	// Rejected counts calls failed fast by the open (or full half-open) breaker.
+	Rejected uint64
+	// Failures counts calls that counted as breaker failures.
+	Failures uint64
+}
+
+// BreakerOpenError is returned, without any network traffic, for a call the
+// breaker refuses.
+type BreakerOpenError struct {
+	Cluster string
+	// State is the breaker's state (open, or half-open with its trial calls
+	// in flight).
+	State BreakerState
+	// Class is the class of the failure that last counted against the
+	// breaker (network or server), 0 if none.
+	Class hysteresis.Class
+	// Last is that failure's text.
+	Last string
+}
+
+func (e *BreakerOpenError) Error() string {
+	msg := fmt.Sprintf("circuit breaker for member %q is %s, failing fast", e.Cluster, e.State)
+	if e.Last != "" {
+		msg += " (last failure: " + e.Last + ")"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, gobreaker.ErrOpenState) work.
+func (e *BreakerOpenError) Is(target error) bool {
+	return target == gobreaker.ErrOpenState || target == gobreaker.ErrTooManyRequests
+}
+
+var (
+	errBreakerFailure  = errors.New("breaker failure")
+	errBreakerExcluded = errors.New("breaker excluded")
+)
+
+// Breaker is a member's circuit breaker at the HTTP transport level: every
+// request to the member (client-go calls, informer lists and watches, the
+// prober) passes through it. Network failures and 5xx/429 answers count;
+// consecutive failures open it and calls then fail fast with
+// *BreakerOpenError; after OpenTimeout a trial call is let through.
+type Breaker struct {
+	cluster  string
+	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
+	log      logr.Logger
+	onChange func(cluster string, from, to BreakerState)
+
+	opened, halfOpened, closed, rejected, failures atomic.Uint64
+
+	mu        sync.Mutex
+	lastClass hysteresis.Class
+	lastErr   string
+}
+
+// NewBreaker makes a breaker for one member. onChange (may be nil) is called
+// on every state change, synchronously: it must not block or call the
+// breaker.
+func NewBreaker(cluster string, s BreakerSettings, log logr.Logger, onChange func(cluster string, from, to BreakerState)) *Breaker {
+	b := &Breaker{cluster: cluster, log: log, onChange: onChange}
+	if s.ConsecutiveFailures == 0 {
+		s.ConsecutiveFailures = DefaultBreakerSettings().ConsecutiveFailures
+	}
+	threshold := s.ConsecutiveFailures
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        cluster,
+		MaxRequests: s.HalfOpenRequests,
+		Timeout:     s.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsSuccessful: func(err error) bool {
+			return err == nil
+		},
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, errBreakerExcluded)
+		},
+		OnStateChange: b.stateChanged,
+	})
+	return b
+}
+
+func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
+	switch to {
+	case BreakerOpen:
+		b.opened.Add(1)
+		b.mu.Lock()
+		last := b.lastErr
+		b.mu.Unlock()
+		b.log.Info("circuit breaker opened: calls to the member fail fast", "cluster", b.cluster, "from", from.String(), "lastFailure", last)
+	case BreakerHalfOpen:
+		b.halfOpened.Add(1)
+		b.log.V(1).Info("circuit breaker half-open: letting a trial call through", "cluster", b.cluster)
+	case BreakerClosed:
+		b.closed.Add(1)
+		b.log.Info("circuit breaker closed: member answers again", "cluster", b.cluster, "from", from.String())
+	}
+	if b.onChange != nil {
+		b.onChange(b.cluster, from, to)
+	}
+}
+
+// State returns the breaker's current state.
+func (b *Breaker) State() BreakerState { return b.cb.State() }
+
+// Stats returns the breaker's counters.
+func (b *Breaker) Stats() BreakerStats {
+	return BreakerStats{
+		State:      b.cb.State(),
+		Opened:     b.opened.Load(),
+		HalfOpened: b.halfOpened.Load(),
+		Closed:     b.closed.Load(),
+		Rejected:   b.rejected.Load(),
+		Failures:   b.failures.Load(),
+	}
+}
+
+// Wrap returns rt behind the breaker; use it as rest.Config.WrapTransport.
+func (b *Breaker) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return &breakerTransport{b: b, next: rt}
+}
+
+type breakerTransport struct {
+	b    *Breaker
+	next http.RoundTripper
+}
+
+// WrappedRoundTripper lets client-go's debugging helpers see through.
+func (t *breakerTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	b := t.b
+	done, err := b.cb.Allow()
+	if err != nil {
+		b.rejected.Add(1)
+		b.mu.Lock()
+		oe := &BreakerOpenError{Cluster: b.cluster, State: b.cb.State(), Class: b.lastClass, Last: b.lastErr}
+		b.mu.Unlock()
+		return nil, oe
+	}
+	resp, err := t.next.RoundTrip(req)
+	done(b.outcome(req, resp, err))
+	return resp, err
+}
+
+// outcome maps a call's result to what the breaker counts.
+func (b *Breaker) outcome(req *http.Request, resp *http.Response, err error) error {
+	var class hysteresis.Class
+	var detail string
+	switch {
+	case err != nil:
+		// The caller gave up (an informer stopping, a cancelled context):
+		// that says nothing about the member.
+		if errors.Is(req.Context().Err(), context.Canceled) {
+			return errBreakerExcluded
+		}
+		class = Classify(err)
+		detail = err.Error()
+	default:
+		var failed bool
+		if class, failed = ClassifyStatus(resp.StatusCode); !failed {
+			return nil
+		}
+		detail = fmt.Sprintf("%s %s: %s", req.Method, req.URL.Path, resp.Status)
+	}
+	if !countsForBreaker(class) {
+		if err == nil {
+			return nil // a 4xx answer: the member is reachable
+		}
+		return errBreakerExcluded // TLS/config: waiting does not help
+	}
+	b.failures.Add(1)
+	b.mu.Lock()
+	b.lastClass, b.lastErr = class, detail
+	b.mu.Unlock()
+	return errBreakerFailure
+}

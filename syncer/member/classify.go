@@ -1,0 +1,139 @@
+package member
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// ClassifyStatus classifies an HTTP answer of a member API server: 2xx/3xx
+// is no failure (ok=false), 401/403 is auth, 5xx and 429 are server, any
+// other 4xx is config (the request leafsync built is wrong for this server).
+func ClassifyStatus(code int) (class hysteresis.Class, failed bool) {
+	switch {
+	case code < 400:
+		return 0, false
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return hysteresis.ClassAuth, true
+	case code == http.StatusTooManyRequests || code >= 500:
+		return hysteresis.ClassServer, true
+	default:
+		return hysteresis.ClassConfig, true
+	}
+}
+
+// Classify returns the failure class of an error from a call to a member:
+// network (timeout, refused, reset, DNS, breaker open after network
+// failures), server (5xx, 429), auth (401/403, client certificate rejected
+// in the TLS handshake), config (server certificate not trusted, bad URL,
+// a server that does not speak TLS, other 4xx). Errors it does not recognise
+// are network: an unknown failure is most likely the link, and treating it
+// as such keeps the leaf's readiness decision with the hysteresis.
+func Classify(err error) hysteresis.Class {
+	if err == nil {
+		return 0
+	}
+	var open *BreakerOpenError
+	if errors.As(err, &open) {
+		if open.Class != 0 {
+			return open.Class
+		}
+		return hysteresis.ClassNetwork
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code != 0 {
+		if class, failed := ClassifyStatus(int(status.Status().Code)); failed {
+			return class
+		}
+	}
+	if isTLSConfigError(err) {
+		return hysteresis.ClassConfig
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" && op.Err != nil {
+		// A TLS alert from the server: either it refused leafsync's client
+		// certificate (auth) or the TLS settings do not match (config).
+		if isClientCertAlert(op.Err.Error()) {
+			return hysteresis.ClassAuth
+		}
+		return hysteresis.ClassConfig
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return hysteresis.ClassNetwork
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return hysteresis.ClassNetwork
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return hysteresis.ClassNetwork
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return hysteresis.ClassNetwork
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		msg := urlErr.Err.Error()
+		if strings.Contains(msg, "unsupported protocol scheme") || strings.Contains(msg, "no Host in request URL") ||
+			strings.Contains(msg, "invalid URL") {
+			return hysteresis.ClassConfig
+		}
+	}
+	return hysteresis.ClassNetwork
+}
+
+// isTLSConfigError reports a server certificate leafsync cannot trust, or a
+// server that does not speak TLS: nothing that waiting fixes.
+func isTLSConfigError(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalid          x509.CertificateInvalidError
+		hostname         x509.HostnameError
+		verification     *tls.CertificateVerificationError
+		record           tls.RecordHeaderError
+		systemRoots      x509.SystemRootsError
+		insecureAlg      x509.InsecureAlgorithmError
+		constraint       x509.ConstraintViolationError
+	)
+	if errors.As(err, &unknownAuthority) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &verification) || errors.As(err, &record) || errors.As(err, &systemRoots) ||
+		errors.As(err, &insecureAlg) || errors.As(err, &constraint) {
+		return true
+	}
+	// http.Transport reports a plain-HTTP answer to a TLS handshake this way.
+	return strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// isClientCertAlert: the server refused leafsync's client certificate
+// (the alert descriptions of crypto/tls).
+func isClientCertAlert(alert string) bool {
+	for _, d := range []string{"bad certificate", "unsupported certificate", "revoked certificate",
+		"expired certificate", "unknown certificate", "certificate required"} {
+		if strings.Contains(alert, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// countsForBreaker reports whether a call outcome is a breaker failure:
+// only network and server failures are. 4xx answers (the member is
+// reachable) and TLS configuration errors (waiting will not help, and
+// failing fast would hide the real error) are not.
+func countsForBreaker(class hysteresis.Class) bool {
+	return class == hysteresis.ClassNetwork || class == hysteresis.ClassServer
+}

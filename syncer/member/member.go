@@ -1,0 +1,280 @@
+// Package member is the runtime of one member cluster: its clients (with
+// timeouts, QPS/burst and a leafsync user agent), its Node and Pod informers
+// (with transforms that keep the cache small), its prober (GET /readyz,
+// classified for the hysteresis engine), and its circuit breaker, through
+// which every call to the member goes. A Runtime is started and stopped as a
+// whole; stopping it frees every goroutine and connection it made.
+//
+// The package also provides Retry, a bounded, jittered, context-aware retry
+// for member writes.
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Options configure a member Runtime.
+type Options struct {
+	// Cluster is the member's name.
+	Cluster string
+	// RESTConfig connects to the member (from a validated registration).
+	// It is copied; timeouts, rate limits, user agent and the breaker are
+	// added to the copy.
+	RESTConfig *rest.Config
+	// UserAgent names leafsync in the member's audit log.
+	UserAgent string
+	// Timeout bounds each request that is not a watch.
+	Timeout time.Duration
+	// QPS and Burst limit the rate of requests to the member.
+	QPS   float32
+	Burst int
+	// ProbeTimeout bounds one GET /readyz.
+	ProbeTimeout time.Duration
+	// ProbeInterval returns the cluster's current probe interval.
+	ProbeInterval func() time.Duration
+	// Observe receives each probe outcome (may be nil).
+	Observe ObserveFunc
+	// Breaker configures the circuit breaker.
+	Breaker BreakerSettings
+	// OnBreakerChange is called on every breaker state change (may be nil;
+	// must not block).
+	OnBreakerChange func(cluster string, from, to BreakerState)
+	// Resync is the informers' resync period (0: none).
+	Resync time.Duration
+	// IsSyncedPod tells pods leafsync synced into the member, whose full
+	// status the cache keeps (IsLeafsyncPod when nil).
+	IsSyncedPod func(*corev1.Pod) bool
+	// Logger for breaker and lifecycle messages.
+	Logger logr.Logger
+	// Now is the clock of probe observations (time.Now when nil).
+	Now func() time.Time
+}
+
+// Defaults of Options fields left zero.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultQPS          = 20
+	DefaultBurst        = 40
+	DefaultProbeTimeout = 3 * time.Second
+	DefaultUserAgent    = "leafsync"
+	dialTimeout         = 10 * time.Second
+)
+
+// Runtime is one member's connection: clients, informers, prober, breaker.
+type Runtime struct {
+	cluster   string
+	log       logr.Logger
+	config    *rest.Config // with wrappers, timeout, QPS
+	transport http.RoundTripper
+	kube      kubernetes.Interface
+	factory   informers.SharedInformerFactory
+	nodes     coreinformers.NodeInformer
+	pods      coreinformers.PodInformer
+	breaker   *Breaker
+	prober    *Prober
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	done    chan struct{}
+}
+
+// New builds a member Runtime. It does no network I/O; call Start.
+func New(o Options) (*Runtime, error) {
+	if o.Cluster == "" || o.RESTConfig == nil {
+		return nil, errors.New("member: Cluster and RESTConfig are required")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.QPS <= 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst <= 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	if o.Breaker == (BreakerSettings{}) {
+		o.Breaker = DefaultBreakerSettings()
+	}
+	log := o.Logger.WithValues("cluster", o.Cluster)
+	r := &Runtime{cluster: o.Cluster, log: log, done: make(chan struct{})}
+	r.breaker = NewBreaker(o.Cluster, o.Breaker, log, o.OnBreakerChange)
+
+	cfg := rest.CopyConfig(o.RESTConfig)
+	cfg.UserAgent = o.UserAgent + " (cluster " + o.Cluster + ")"
+	cfg.QPS = o.QPS
+	cfg.Burst = o.Burst
+	cfg.Timeout = o.Timeout
+	// A dialer of our own: bounded connect time, and a transport that
+	// belongs to this runtime (not shared through client-go's TLS cache
+	// with another member), so Stop can close its connections.
+	dialer := &net.Dialer{Timeout: min(dialTimeout, o.Timeout), KeepAlive: 30 * time.Second}
+	cfg.Dial = dialer.DialContext
+	cfg.Wrap(r.breaker.Wrap)
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("member %q: building transport: %w", o.Cluster, err)
+	}
+	r.transport = rt
+	r.config = cfg
+
+	httpClient := &http.Client{Transport: rt, Timeout: o.Timeout}
+	r.kube, err = kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("member %q: building client: %w", o.Cluster, err)
+	}
+	// Informers need a client without an overall timeout: it would cut
+	// every watch after Timeout. Dead connections are still found by the
+	// dial timeout, TCP keep-alive and HTTP/2 health checks.
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.Timeout = 0
+	watchClient, err := kubernetes.NewForConfigAndClient(watchCfg, &http.Client{Transport: rt})
+	if err != nil {
+		return nil, fmt.Errorf("member %q: building informer client: %w", o.Cluster, err)
+	}
+	r.factory = informers.NewSharedInformerFactoryWithOptions(watchClient, o.Resync,
+		informers.WithTransform(Transform(o.IsSyncedPod)))
+	r.nodes = r.factory.Core().V1().Nodes()
+	r.pods = r.factory.Core().V1().Pods()
+	// Instantiate both informers now so Start starts them.
+	r.nodes.Informer()
+	r.pods.Informer()
+
+	readyz, err := readyzURL(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("member %q: %w", o.Cluster, err)
+	}
+	interval := o.ProbeInterval
+	r.prober = NewProber(ProberOptions{
+		Cluster:  o.Cluster,
+		Client:   &http.Client{Transport: rt},
+		URL:      readyz,
+		Timeout:  o.ProbeTimeout,
+		Interval: interval,
+		Observe:  o.Observe,
+		Now:      o.Now,
+	})
+	return r, nil
+}
+
+func readyzURL(cfg *rest.Config) (string, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return "", fmt.Errorf("server URL %q: %w", cfg.Host, err)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/readyz"
+	u.RawQuery = ""
+	return u.String(), nil
+}
+
+// Start starts the informers and the prober. It returns at once; nothing
+// in it blocks on the member. When ctx ends the informers and prober stop,
+// but only Stop waits for them and closes the member's connections: always
+// call Stop.
+func (r *Runtime) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.factory.Start(ctx.Done())
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.prober.Run(ctx)
+	}()
+	r.log.V(1).Info("member runtime started")
+}
+
+// Stop stops the informers and the prober, waits for their goroutines, and
+// closes the member's idle connections. It is idempotent; a Runtime cannot
+// be restarted.
+func (r *Runtime) Stop() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		<-r.done
+		return
+	}
+	r.stopped = true
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	r.wg.Wait()
+	r.factory.Shutdown()
+	utilnet.CloseIdleConnectionsFor(r.transport)
+	close(r.done)
+	r.log.V(1).Info("member runtime stopped")
+}
+
+// Done is closed when the runtime has fully stopped.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// Cluster returns the member's name.
+func (r *Runtime) Cluster() string { return r.cluster }
+
+// Client returns the member's clientset (timeouts, QPS, breaker applied).
+func (r *Runtime) Client() kubernetes.Interface { return r.kube }
+
+// RESTConfig returns a copy of the member's client config, with the
+// breaker, timeout, QPS and user agent applied, for other kinds of clients.
+func (r *Runtime) RESTConfig() *rest.Config { return rest.CopyConfig(r.config) }
+
+// Nodes returns the member's Node informer (objects are transformed: see
+// Transform).
+func (r *Runtime) Nodes() coreinformers.NodeInformer { return r.nodes }
+
+// Pods returns the member's Pod informer (objects are transformed: see
+// Transform).
+func (r *Runtime) Pods() coreinformers.PodInformer { return r.pods }
+
+// NodeLister lists the member's Nodes from the cache.
+func (r *Runtime) NodeLister() corelisters.NodeLister { return r.nodes.Lister() }
+
+// PodLister lists the member's Pods from the cache.
+func (r *Runtime) PodLister() corelisters.PodLister { return r.pods.Lister() }
+
+// HasSynced reports whether both informers have synced once.
+func (r *Runtime) HasSynced() bool {
+	return r.nodes.Informer().HasSynced() && r.pods.Informer().HasSynced()
+}
+
+// WaitForCacheSync waits until the informers have synced or ctx ends.
+func (r *Runtime) WaitForCacheSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), r.nodes.Informer().HasSynced, r.pods.Informer().HasSynced)
+}
+
+// Breaker returns the member's circuit breaker.
+func (r *Runtime) Breaker() *Breaker { return r.breaker }
+
+// Prober returns the member's prober.
+func (r *Runtime) Prober() *Prober { return r.prober }

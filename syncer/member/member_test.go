@@ -1,0 +1,211 @@
+package member
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/member/membertest"
+)
+
+func testNode(name string) corev1.Node {
+	return corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:          name,
+			Labels:        map[string]string{"kubernetes.io/os": "linux"},
+			Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0", "leafsync.io/keep": "x"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}},
+			Images:      []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}},
+		},
+	}
+}
+
+func testPod(name string, synced bool) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:     "default",
+			Name:          name,
+			Labels:        map[string]string{"app": "x"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}", "other": "y"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "n1",
+			Containers: []corev1.Container{{
+				Name:      "c",
+				Image:     "img",
+				Env:       []corev1.EnvVar{{Name: "A", Value: "b"}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+			}},
+			Volumes: []corev1.Volume{{Name: "v"}},
+		},
+		Status: corev1.PodStatus{
+			Phase:             corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true}},
+		},
+	}
+	if synced {
+		p.Labels["leafsync.io/host-pod"] = "uid"
+	}
+	return p
+}
+
+func TestTransform(t *testing.T) {
+	tr := Transform(nil)
+	n := testNode("n1")
+	if _, err := tr(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n.ManagedFields != nil || n.Status.Images != nil || len(n.Annotations) != 1 || n.Annotations["leafsync.io/keep"] != "x" {
+		t.Errorf("node not stripped: %+v", n)
+	}
+	if n.Status.Capacity.Cpu().String() != "4" || n.Labels["kubernetes.io/os"] != "linux" || len(n.Status.Conditions) != 1 {
+		t.Errorf("node lost what leafsync needs: %+v", n)
+	}
+
+	p := testPod("p", false)
+	if _, err := tr(&p); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Spec.Containers[0]
+	if p.ManagedFields != nil || p.Annotations != nil || c.Image != "" || c.Env != nil || p.Spec.Volumes != nil || p.Status.ContainerStatuses != nil {
+		t.Errorf("foreign pod not stripped: %+v", p)
+	}
+	if c.Resources.Requests.Cpu().String() != "100m" || p.Spec.NodeName != "n1" || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("foreign pod lost its accounting data: %+v", p)
+	}
+
+	s := testPod("s", true)
+	if _, err := tr(&s); err != nil {
+		t.Fatal(err)
+	}
+	if s.ManagedFields != nil || s.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
+		t.Errorf("synced pod kept managed fields or last-applied: %+v", s)
+	}
+	if s.Spec.Containers[0].Image != "img" || len(s.Status.ContainerStatuses) != 1 || s.Annotations["other"] != "y" {
+		t.Errorf("synced pod lost data the pod syncer mirrors: %+v", s)
+	}
+
+	// Tombstones and other types pass through.
+	if _, err := tr("not an object"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRuntimeStartStopNoLeak starts a member runtime against a TLS (HTTP/2)
+// API server, lets its informers sync and its prober report, stops it, and
+// checks that no goroutine is left behind.
+func TestRuntimeStartStopNoLeak(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	api := membertest.NewServer(t, []corev1.Node{testNode("n1"), testNode("n2")}, []corev1.Pod{testPod("p1", false), testPod("p2", true)})
+	defer api.Close()
+
+	var mu sync.Mutex
+	var observations []hysteresis.Observation
+	rt, err := New(Options{
+		Cluster:       "east",
+		RESTConfig:    api.RESTConfig(),
+		UserAgent:     "leafsync/test",
+		ProbeInterval: func() time.Duration { return 20 * time.Millisecond },
+		Observe: func(cluster string, obs hysteresis.Observation) {
+			if cluster != "east" {
+				t.Errorf("observation for %q", cluster)
+			}
+			mu.Lock()
+			observations = append(observations, obs)
+			mu.Unlock()
+		},
+		Logger: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rt.Start(ctx)
+	if !rt.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	nodes, err := rt.NodeLister().List(labels.Everything())
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("nodes = %d, %v", len(nodes), err)
+	}
+	if nodes[0].Status.Images != nil || nodes[0].ManagedFields != nil {
+		t.Error("cached node was not transformed")
+	}
+	pods, err := rt.PodLister().Pods("default").List(labels.Everything())
+	if err != nil || len(pods) != 2 {
+		t.Fatalf("pods = %d, %v", len(pods), err)
+	}
+	// Direct calls go through the same transport.
+	if _, err := rt.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("list through client: %v", err)
+	}
+	if ua := api.UserAgent(); !strings.HasPrefix(ua, "leafsync/test") {
+		t.Errorf("user agent = %q", ua)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(observations)
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d probe observations", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	for _, o := range observations {
+		if !o.OK {
+			t.Errorf("probe failed: %+v", o)
+		}
+	}
+	mu.Unlock()
+	if api.OpenWatches() != 2 {
+		t.Errorf("open watches = %d, want 2", api.OpenWatches())
+	}
+
+	rt.Stop()
+	rt.Stop() // idempotent
+	select {
+	case <-rt.Done():
+	default:
+		t.Error("Done not closed after Stop")
+	}
+	// The server sees the watches end.
+	for i := 0; api.OpenWatches() != 0 && i < 200; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if api.OpenWatches() != 0 {
+		t.Errorf("watches still open after Stop: %d", api.OpenWatches())
+	}
+	mu.Lock()
+	n := len(observations)
+	mu.Unlock()
+	time.Sleep(60 * time.Millisecond)
+	mu.Lock()
+	if len(observations) != n {
+		t.Error("prober still running after Stop")
+	}
+	mu.Unlock()
+	api.Close()
+}

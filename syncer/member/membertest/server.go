@@ -1,0 +1,199 @@
+// Package membertest provides a minimal member API server for tests: TLS
+// with HTTP/2, bearer-token authentication, /readyz, and list+watch
+// (including watch-list streaming) of Nodes and Pods. It is enough for a
+// member runtime's informers to sync and its prober to probe; it is not a
+// Kubernetes API server.
+package membertest
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Server is a fake member API server.
+type Server struct {
+	srv       *httptest.Server
+	readyCode atomic.Int32
+	requests  atomic.Int64
+	userAgent atomic.Value
+	token     atomic.Value
+
+	mu      sync.Mutex
+	nodes   []corev1.Node
+	pods    []corev1.Pod
+	watches int
+}
+
+// NewServer starts a server holding nodes and pods; it accepts the bearer
+// token "token" (see SetToken). It is closed when the test ends.
+func NewServer(t testing.TB, nodes []corev1.Node, pods []corev1.Pod) *Server {
+	t.Helper()
+	s := &Server{nodes: nodes, pods: pods}
+	s.readyCode.Store(http.StatusOK)
+	s.token.Store("token")
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.EnableHTTP2 = true
+	s.srv.StartTLS()
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the server's https:// URL.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// CAData is the PEM of the server's certificate.
+func (s *Server) CAData() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
+}
+
+// RESTConfig returns a client config with the current token.
+func (s *Server) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host:            s.srv.URL,
+		BearerToken:     s.Token(),
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.CAData()},
+	}
+}
+
+// Kubeconfig returns a kubeconfig with inline CA and the given token.
+func (s *Server) Kubeconfig(token string) []byte {
+	cfg := clientcmdapi.NewConfig()
+	c := clientcmdapi.NewCluster()
+	c.Server = s.srv.URL
+	c.CertificateAuthorityData = s.CAData()
+	u := clientcmdapi.NewAuthInfo()
+	u.Token = token
+	ctx := clientcmdapi.NewContext()
+	ctx.Cluster, ctx.AuthInfo = "member", "leafsync"
+	cfg.Clusters["member"] = c
+	cfg.AuthInfos["leafsync"] = u
+	cfg.Contexts["member"] = ctx
+	cfg.CurrentContext = "member"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// SetReady sets the status code /readyz answers.
+func (s *Server) SetReady(code int) { s.readyCode.Store(int32(code)) }
+
+// SetToken sets the only bearer token accepted; others get 401.
+func (s *Server) SetToken(token string) { s.token.Store(token) }
+
+// Token returns the accepted bearer token.
+func (s *Server) Token() string { return s.token.Load().(string) }
+
+// Requests counts the requests served.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// UserAgent is the user agent of the last request.
+func (s *Server) UserAgent() string {
+	v, _ := s.userAgent.Load().(string)
+	return v
+}
+
+// OpenWatches is the number of watches in progress.
+func (s *Server) OpenWatches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watches
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	s.userAgent.Store(r.UserAgent())
+	if r.Header.Get("Authorization") != "Bearer "+s.Token() {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Message: "Unauthorized", Reason: metav1.StatusReasonUnauthorized, Code: 401,
+		})
+		return
+	}
+	switch r.URL.Path {
+	case "/readyz":
+		code := int(s.readyCode.Load())
+		w.WriteHeader(code)
+		if code == http.StatusOK {
+			_, _ = w.Write([]byte("ok"))
+		} else {
+			_, _ = w.Write([]byte("[-]etcd failed: reason withheld\nreadyz check failed"))
+		}
+	case "/api/v1/nodes":
+		s.mu.Lock()
+		items := make([]runtime.Object, len(s.nodes))
+		for i := range s.nodes {
+			n := s.nodes[i].DeepCopy()
+			n.TypeMeta = metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}
+			items[i] = n
+		}
+		s.mu.Unlock()
+		s.listOrWatch(w, r, "NodeList", items, &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}})
+	case "/api/v1/pods":
+		s.mu.Lock()
+		items := make([]runtime.Object, len(s.pods))
+		for i := range s.pods {
+			p := s.pods[i].DeepCopy()
+			p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+			items[i] = p
+		}
+		s.mu.Unlock()
+		s.listOrWatch(w, r, "PodList", items, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+const resourceVersion = "100"
+
+func (s *Server) listOrWatch(w http.ResponseWriter, r *http.Request, listKind string, items []runtime.Object, bookmark metav1.Object) {
+	q := r.URL.Query()
+	if q.Get("watch") != "true" && q.Get("watch") != "1" {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"kind": listKind, "apiVersion": "v1",
+			"metadata": map[string]any{"resourceVersion": resourceVersion},
+			"items":    items,
+		})
+		return
+	}
+	s.mu.Lock()
+	s.watches++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watches--
+		s.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	if q.Get("sendInitialEvents") == "true" {
+		for _, it := range items {
+			_ = enc.Encode(map[string]any{"type": "ADDED", "object": it})
+		}
+		bookmark.SetResourceVersion(resourceVersion)
+		bookmark.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": bookmark})
+	}
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}

@@ -1,0 +1,164 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// ObserveFunc receives every probe outcome of a member.
+type ObserveFunc func(cluster string, obs hysteresis.Observation)
+
+// Prober checks a member's API server with GET /readyz and classifies the
+// outcome for the hysteresis engine.
+type Prober struct {
+	cluster  string
+	client   *http.Client
+	url      string
+	timeout  time.Duration
+	interval func() time.Duration
+	observe  ObserveFunc
+	now      func() time.Time
+
+	mu   sync.Mutex
+	last hysteresis.Observation
+}
+
+// ProberOptions configure a Prober.
+type ProberOptions struct {
+	Cluster string
+	// Client sends the probe; its transport must carry the member's
+	// credentials and breaker. Its Timeout is ignored (Timeout below is used).
+	Client *http.Client
+	// URL is the member's /readyz URL.
+	URL string
+	// Timeout bounds one probe.
+	Timeout time.Duration
+	// Interval returns the current probe interval (re-read after every
+	// probe, so a changed threshold applies at once).
+	Interval func() time.Duration
+	// Observe receives each outcome (may be nil).
+	Observe ObserveFunc
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// NewProber returns a Prober.
+func NewProber(o ProberOptions) *Prober {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 3 * time.Second
+	}
+	if o.Interval == nil {
+		o.Interval = func() time.Duration { return hysteresis.DefaultConfig().ProbeInterval.Duration }
+	}
+	return &Prober{cluster: o.Cluster, client: o.Client, url: o.URL, timeout: o.Timeout, interval: o.Interval, observe: o.Observe, now: o.Now}
+}
+
+// Last returns the last probe outcome (zero Time if none yet).
+func (p *Prober) Last() hysteresis.Observation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Run probes at once, then every interval, until ctx ends. Probes do not
+// overlap: a slow probe delays the next one.
+func (p *Prober) Run(ctx context.Context) {
+	for {
+		start := time.Now()
+		obs, ok := p.probe(ctx)
+		if !ok {
+			return
+		}
+		if p.observe != nil {
+			p.observe(p.cluster, obs)
+		}
+		wait := p.interval() - time.Since(start)
+		if wait <= 0 {
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Probe runs one probe and returns (and records) its outcome.
+func (p *Prober) Probe(ctx context.Context) hysteresis.Observation {
+	obs, _ := p.probe(ctx)
+	return obs
+}
+
+// probe returns ok=false when ctx ended during the probe (the outcome then
+// says nothing about the member and is not recorded).
+func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
+	pctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	obs := p.do(pctx)
+	if ctx.Err() != nil {
+		return obs, false
+	}
+	p.mu.Lock()
+	p.last = obs
+	p.mu.Unlock()
+	return obs, true
+}
+
+func (p *Prober) do(ctx context.Context) hysteresis.Observation {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return hysteresis.Observation{Time: p.now(), Class: hysteresis.ClassConfig, Detail: fmt.Sprintf("bad probe URL %q: %v", p.url, err)}
+	}
+	req.Header.Set("Accept", "text/plain, */*")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		class := Classify(err)
+		if ctx.Err() == context.DeadlineExceeded {
+			class = hysteresis.ClassNetwork
+			err = fmt.Errorf("no answer within %s: %w", p.timeout, err)
+		}
+		return hysteresis.Observation{Time: p.now(), Class: class, Detail: describe(class, err.Error())}
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+	_ = resp.Body.Close()
+	class, failed := ClassifyStatus(resp.StatusCode)
+	if !failed {
+		return hysteresis.Observation{Time: p.now(), OK: true}
+	}
+	text := strings.TrimSpace(string(body))
+	if len(text) > 300 {
+		text = text[:300] + "…"
+	}
+	detail := fmt.Sprintf("GET /readyz: %s", resp.Status)
+	if text != "" {
+		detail += ": " + strings.Join(strings.Fields(text), " ")
+	}
+	return hysteresis.Observation{Time: p.now(), Class: class, Detail: describe(class, detail)}
+}
+
+// describe prefixes a failure with what it most likely means.
+func describe(class hysteresis.Class, detail string) string {
+	switch class {
+	case hysteresis.ClassAuth:
+		return "member rejects leafsync's credentials (" + detail + ")"
+	case hysteresis.ClassConfig:
+		return "cannot talk to the member as configured (" + detail + ")"
+	case hysteresis.ClassServer:
+		return "member API server is failing or overloaded (" + detail + ")"
+	default:
+		return "member unreachable (" + detail + ")"
+	}
+}

@@ -1,0 +1,226 @@
+package member
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+func probeOnce(t *testing.T, cfg *rest.Config, mutate func(*Options)) hysteresis.Observation {
+	t.Helper()
+	o := Options{Cluster: "east", RESTConfig: cfg, ProbeTimeout: 500 * time.Millisecond, Logger: logr.Discard()}
+	if mutate != nil {
+		mutate(&o)
+	}
+	rt, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+	return rt.Prober().Probe(context.Background())
+}
+
+func tlsConfigFor(srv *httptest.Server) *rest.Config {
+	return &rest.Config{
+		Host:            srv.URL,
+		BearerToken:     "token",
+		TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+	}
+}
+
+func statusServer(t *testing.T, code int) *httptest.Server {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer token" {
+			t.Errorf("Authorization = %q", got)
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte("body text"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestProberClassification(t *testing.T) {
+	for _, tc := range []struct {
+		code  int
+		ok    bool
+		class hysteresis.Class
+	}{
+		{200, true, 0},
+		{500, false, hysteresis.ClassServer},
+		{503, false, hysteresis.ClassServer},
+		{429, false, hysteresis.ClassServer},
+		{401, false, hysteresis.ClassAuth},
+		{403, false, hysteresis.ClassAuth},
+		{404, false, hysteresis.ClassConfig},
+	} {
+		t.Run(http.StatusText(tc.code), func(t *testing.T) {
+			srv := statusServer(t, tc.code)
+			obs := probeOnce(t, tlsConfigFor(srv), nil)
+			if obs.OK != tc.ok || obs.Class != tc.class {
+				t.Fatalf("got ok=%v class=%v (%s), want ok=%v class=%v", obs.OK, obs.Class, obs.Detail, tc.ok, tc.class)
+			}
+			if obs.Time.IsZero() {
+				t.Error("observation without time")
+			}
+			if !tc.ok && !strings.Contains(obs.Detail, "body text") {
+				t.Errorf("detail %q lacks the server's answer", obs.Detail)
+			}
+		})
+	}
+}
+
+func TestProberClosedPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	obs := probeOnce(t, &rest.Config{Host: "https://" + addr, BearerToken: "x"}, nil)
+	if obs.OK || obs.Class != hysteresis.ClassNetwork {
+		t.Fatalf("got %+v, want a network failure", obs)
+	}
+}
+
+func TestProberUnknownCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	// No CA data: the test server's self-signed certificate is unknown.
+	obs := probeOnce(t, &rest.Config{Host: srv.URL, BearerToken: "x"}, nil)
+	if obs.OK || obs.Class != hysteresis.ClassConfig {
+		t.Fatalf("got %+v, want a config failure", obs)
+	}
+	if !strings.Contains(obs.Detail, "certificate") {
+		t.Errorf("detail %q does not mention the certificate", obs.Detail)
+	}
+}
+
+func TestProberPlainHTTPServer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	obs := probeOnce(t, &rest.Config{Host: strings.Replace(srv.URL, "http://", "https://", 1), BearerToken: "x"}, nil)
+	if obs.OK || obs.Class != hysteresis.ClassConfig {
+		t.Fatalf("got %+v, want a config failure", obs)
+	}
+}
+
+func TestProberClientCertRequired(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	srv.StartTLS()
+	defer srv.Close()
+	obs := probeOnce(t, tlsConfigFor(srv), nil)
+	if obs.OK || obs.Class != hysteresis.ClassAuth {
+		t.Fatalf("got %+v, want an auth failure", obs)
+	}
+}
+
+func TestProberTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	start := time.Now()
+	obs := probeOnce(t, tlsConfigFor(srv), func(o *Options) { o.ProbeTimeout = 100 * time.Millisecond })
+	if obs.OK || obs.Class != hysteresis.ClassNetwork {
+		t.Fatalf("got %+v, want a network failure", obs)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("probe took %s despite a 100ms timeout", d)
+	}
+}
+
+func TestProberDNS(t *testing.T) {
+	obs := probeOnce(t, &rest.Config{Host: "https://leafsync-test.invalid:6443", BearerToken: "x"}, nil)
+	if obs.OK || obs.Class != hysteresis.ClassNetwork {
+		t.Fatalf("got %+v, want a network failure", obs)
+	}
+}
+
+func TestProberBreakerOpen(t *testing.T) {
+	srv := statusServer(t, http.StatusServiceUnavailable)
+	o := Options{Cluster: "east", RESTConfig: tlsConfigFor(srv), Logger: logr.Discard(),
+		Breaker: BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}}
+	rt, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+	for i := 0; i < 2; i++ {
+		if obs := rt.Prober().Probe(context.Background()); obs.Class != hysteresis.ClassServer {
+			t.Fatalf("probe %d: %+v", i, obs)
+		}
+	}
+	if rt.Breaker().State() != BreakerOpen {
+		t.Fatalf("breaker %s after 2 failures", rt.Breaker().State())
+	}
+	obs := rt.Prober().Probe(context.Background())
+	// Failing fast keeps the class of the failures that opened the breaker.
+	if obs.OK || obs.Class != hysteresis.ClassServer || !strings.Contains(obs.Detail, "circuit breaker") {
+		t.Fatalf("got %+v", obs)
+	}
+}
+
+func TestProberRun(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	got := make(chan hysteresis.Observation, 10)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := NewProber(ProberOptions{
+		Cluster:  "east",
+		Client:   srv.Client(),
+		URL:      srv.URL + "/readyz",
+		Timeout:  time.Second,
+		Interval: func() time.Duration { return 10 * time.Millisecond },
+		Observe: func(c string, o hysteresis.Observation) {
+			select {
+			case got <- o:
+			default:
+			}
+		},
+		Now: func() time.Time { return now },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	for i := 0; i < 3; i++ {
+		select {
+		case o := <-got:
+			if !o.OK || !o.Time.Equal(now) {
+				t.Errorf("observation %+v", o)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no observation")
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if !p.Last().OK {
+		t.Errorf("Last = %+v", p.Last())
+	}
+}

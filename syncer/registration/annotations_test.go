@@ -1,0 +1,95 @@
+package registration
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+func TestAnnotations(t *testing.T) {
+	s := secret("s", "east", kubeconfig(t, nil), map[string]string{
+		AnnotationLeafName:             "edge-east",
+		"leafsync.io/not-ready-after":  "120s",
+		"leafsync.io/cordon-after":     "5s",
+		AnnotationStatus:               "Connected",
+		"example.com/unrelated":        "x",
+		"leafsync.io/not-ready-afterr": "typo",
+	})
+	spec, err := Parse(s, Policy{})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if spec.LeafName != "edge-east" {
+		t.Errorf("leaf name = %q", spec.LeafName)
+	}
+	wantRaw := map[string]string{"notReadyAfter": "120s", "cordonAfter": "5s"}
+	if !reflect.DeepEqual(spec.RawOverrides, wantRaw) {
+		t.Errorf("raw overrides = %v, want %v", spec.RawOverrides, wantRaw)
+	}
+	want, err := hysteresis.ParseOverrides(wantRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(spec.Overrides, want) {
+		t.Errorf("overrides = %+v, want %+v", spec.Overrides, want)
+	}
+	if _, ok := spec.Annotations[AnnotationStatus]; ok {
+		t.Error("status annotation treated as an option")
+	}
+	if got := UnknownAnnotations(s.Annotations); !reflect.DeepEqual(got, []string{"leafsync.io/not-ready-afterr"}) {
+		t.Errorf("unknown = %v", got)
+	}
+}
+
+func TestThresholdAnnotationsAreKebabOfCamel(t *testing.T) {
+	for kebab, camel := range ThresholdAnnotations {
+		var b strings.Builder
+		for _, r := range camel {
+			if unicode.IsUpper(r) {
+				b.WriteByte('-')
+				r = unicode.ToLower(r)
+			}
+			b.WriteRune(r)
+		}
+		if b.String() != kebab {
+			t.Errorf("%s maps to %s, want %s", kebab, camel, b.String())
+		}
+		// Every threshold name is understood by the engine.
+		if _, err := hysteresis.ParseOverrides(map[string]string{camel: "not-a-value"}); err == nil {
+			t.Errorf("hysteresis.ParseOverrides accepted garbage for %s; is the key known?", camel)
+		}
+	}
+}
+
+func TestRegisteredAnnotation(t *testing.T) {
+	const key = "leafsync.io/test-policy"
+	RegisterAnnotation(Annotation{Key: key, Validate: func(v string) error {
+		if v != "Retain" && v != "Forward" {
+			return errors.New("must be Retain or Forward")
+		}
+		return nil
+	}})
+	defer func() {
+		extraMu.Lock()
+		delete(extraAnnotations, key)
+		extraMu.Unlock()
+	}()
+	if got := UnknownAnnotations(map[string]string{key: "Retain"}); len(got) != 0 {
+		t.Errorf("registered annotation reported unknown: %v", got)
+	}
+	spec, err := Parse(secret("s", "east", kubeconfig(t, nil), map[string]string{key: "Retain"}), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Annotations[key] != "Retain" {
+		t.Errorf("annotation not carried: %v", spec.Annotations)
+	}
+	_, err = Parse(secret("s", "east", kubeconfig(t, nil), map[string]string{key: "Nope"}), Policy{})
+	if reasonOf(t, err) != ReasonInvalidAnnotation || !strings.Contains(err.Error(), "Retain or Forward") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"context"
+	"time"
+)
+
+// HostOptions shapes a host cluster.
+type HostOptions struct {
+	// Timings of KCM's node lifecycle; zero means DefaultTestTimings.
+	Timings Timings
+	// Workers is the number of ordinary, heartbeating nodes (default 1).
+	// At least one is needed: when every node is NotReady, KCM's node
+	// lifecycle controller enters full-disruption mode and evicts nothing.
+	Workers int
+}
+
+// StartHost starts a host cluster: etcd, kube-apiserver, KCM with the
+// controllers that evict and replace pods, kube-scheduler, and kwok keeping
+// the ordinary worker nodes host-worker-N alive.
+func StartHost(t TB, opts HostOptions) *Cluster {
+	t.Helper()
+	if opts.Workers == 0 {
+		opts.Workers = 1
+	}
+	c := StartCluster(t, ClusterOptions{
+		Name:        "host",
+		Controllers: HostControllers,
+		Timings:     opts.Timings,
+		Scheduler:   true,
+		Kwok:        true,
+		Audit:       true,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := c.AddNodes(ctx, "host-worker", opts.Workers, NodeSpec{
+		Labels: map[string]string{"topology.kubernetes.io/zone": "host-zone"},
+	}); err != nil {
+		t.Fatalf("harness: host workers: %v", err)
+	}
+	return c
+}
+
+// MemberOptions shapes a member cluster.
+type MemberOptions struct {
+	// Name of the member ("member-a").
+	Name string
+	// Nodes is the number of kwok nodes, named <name>-node-N.
+	Nodes int
+	// Node shapes every node.
+	Node NodeSpec
+	// Pods is the number of running pods in namespace "workload", spread
+	// over the nodes, named <name>-pod-N.
+	Pods int
+	// Pod shapes every pod.
+	Pod PodSpec
+}
+
+// StartMember starts a member cluster with kwok nodes and running pods.
+func StartMember(t TB, opts MemberOptions) *Cluster {
+	t.Helper()
+	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	nodes, err := c.AddNodes(ctx, opts.Name+"-node", opts.Nodes, opts.Node)
+	if err != nil {
+		t.Fatalf("harness: %s nodes: %v", opts.Name, err)
+	}
+	if opts.Pods > 0 {
+		if opts.Pod.Namespace == "" {
+			opts.Pod.Namespace = "workload"
+		}
+		if _, err := c.AddPods(ctx, opts.Name+"-pod", opts.Pods, nodes, opts.Pod); err != nil {
+			t.Fatalf("harness: %s pods: %v", opts.Name, err)
+		}
+	}
+	return c
+}

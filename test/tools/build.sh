@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the real control-plane binaries leafsync's tests run, from source,
+# into $BIN (default: bin/ at the repository root). A binary is rebuilt only
+# when it is missing or was built from another pinned version; the pins are
+# test/tools/go.mod (kube-apiserver, kube-controller-manager, kube-scheduler,
+# etcd, kwok) and HELM_VERSION below.
+set -euo pipefail
+
+HELM_VERSION=v3.19.5
+
+tools_dir=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$tools_dir/../.." && pwd)
+BIN=${BIN:-$root/bin}
+mkdir -p "$BIN/.versions"
+cd "$tools_dir"
+
+gover=$(go env GOVERSION)
+modver() { go list -m -f '{{.Version}}' "$1"; }
+
+# needs NAME STAMP: true when $BIN/NAME is missing or stamped otherwise.
+needs() {
+  [[ -x "$BIN/$1" && "$(cat "$BIN/.versions/$1" 2>/dev/null)" == "$2" ]] && return 1
+  return 0
+}
+stamp() { echo "$2" >"$BIN/.versions/$1"; }
+built() { echo "tools: built $1 ($2) in $(( $(date +%s) - $3 ))s"; }
+
+kube=$(modver k8s.io/kubernetes)
+kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube" | cut -d. -f2)"
+kube_pkgs=()
+for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  needs "$c" "$kube $gover" && kube_pkgs+=("k8s.io/kubernetes/cmd/$c")
+done
+if ((${#kube_pkgs[@]})); then
+  t0=$(date +%s)
+  go build -o "$BIN/" -ldflags "$kube_ldflags" "${kube_pkgs[@]}"
+  for p in "${kube_pkgs[@]}"; do stamp "$(basename "$p")" "$kube $gover"; done
+  built "${kube_pkgs[*]##*/}" "$kube" "$t0"
+fi
+
+etcd=$(modver go.etcd.io/etcd/server/v3)
+if needs etcd "$etcd $gover"; then
+  t0=$(date +%s)
+  go build -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+  stamp etcd "$etcd $gover"; built etcd "$etcd" "$t0"
+fi
+
+kwok=$(modver sigs.k8s.io/kwok)
+if needs kwok "$kwok $gover"; then
+  t0=$(date +%s)
+  go build -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok
+  stamp kwok "$kwok $gover"; built kwok "$kwok" "$t0"
+fi
+# kwok needs its Stage definitions (node start and Lease heartbeat, pod
+# ready/complete/delete); they ship in the module source.
+stages=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+{
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; cat "$stages/$f"
+  done
+} >"$BIN/kwok-stages.yaml.tmp" && mv "$BIN/kwok-stages.yaml.tmp" "$BIN/kwok-stages.yaml"
+
+if needs helm "$HELM_VERSION $gover"; then
+  t0=$(date +%s)
+  GOBIN="$BIN" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  stamp helm "$HELM_VERSION $gover"; built helm "$HELM_VERSION" "$t0"
+fi
+
+echo "tools: up to date in $BIN"
