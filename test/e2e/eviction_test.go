@@ -305,3 +305,5 @@ func podCondition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodConditi
 	}
 	return nil
 }
+
+var errEmptyHolder = errors.New("no holder")
