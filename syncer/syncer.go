@@ -4,20 +4,102 @@
 package syncer
 
 import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/leaves"
+	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/registration"
 )
 
 // CacheOptions restricts what the manager's cache may watch. Secrets are
 // read only in leafsync's own namespace, so RBAC never needs cluster-wide
 // Secret access.
 func CacheOptions(cfg config.Config) cache.Options {
-	return cache.Options{}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{cfg.Namespace: {}}},
+		},
+	}
 }
 
 // Setup adds leafsync's controllers to the manager.
 func Setup(mgr manager.Manager, cfg config.Config) error {
-	return nil
+	fleet, err := hysteresis.NewFleet(cfg.Hysteresis)
+	if err != nil {
+		return fmt.Errorf("hysteresis: %w", err)
+	}
+	m := cfg.Members
+	// The host config's user agent carries leafsync's version
+	// (cmd/leafsync sets it); members see the same one.
+	userAgent := mgr.GetConfig().UserAgent
+	if userAgent == "" {
+		userAgent = member.DefaultUserAgent
+	}
+	ctl, err := clusters.New(mgr.GetClient(), clusters.Options{
+		Namespace: cfg.Namespace,
+		Policy: registration.Policy{
+			AllowExecAuth:       m.AllowExecAuth,
+			AllowFileReferences: m.AllowFileReferences,
+			Thresholds:          &cfg.Hysteresis,
+		},
+		Engine: fleet,
+		Runtime: clusters.RuntimeSettings{
+			UserAgent:    userAgent,
+			Timeout:      m.Timeout.Duration,
+			QPS:          m.QPS,
+			Burst:        m.Burst,
+			ProbeTimeout: m.ProbeTimeout.Duration,
+			Breaker: member.BreakerSettings{
+				ConsecutiveFailures: m.Breaker.ConsecutiveFailures,
+				OpenTimeout:         m.Breaker.OpenTimeout.Duration,
+				HalfOpenRequests:    m.Breaker.HalfOpenRequests,
+			},
+			SwapTimeout: m.ReconnectTimeout.Duration,
+		},
+		Recorder: mgr.GetEventRecorder("leafsync"),
+		Logger:   mgr.GetLogger(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := ctl.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("clusters controller: %w", err)
+	}
+	return setupLeaves(mgr, cfg, ctl.Registry(), fleet)
+}
+
+// setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.
+// It has its own host client, so that heartbeats never queue behind other
+// controllers' requests in a shared rate limiter.
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet) error {
+	hostCfg := rest.CopyConfig(mgr.GetConfig())
+	hostCfg.QPS, hostCfg.Burst = 50, 100
+	host, err := kubernetes.NewForConfig(hostCfg)
+	if err != nil {
+		return fmt.Errorf("host client for leaves: %w", err)
+	}
+	l := cfg.Leaves
+	return mgr.Add(leaves.New(leaves.Options{
+		Host:               host,
+		Registry:           reg,
+		Thresholds:         fleet,
+		LeafTaint:          l.LeafTaint,
+		RenewInterval:      l.LeaseRenewInterval.Duration,
+		LeaseDuration:      l.LeaseDuration.Duration,
+		RenewTimeout:       l.LeaseRenewTimeout.Duration,
+		ConditionHeartbeat: l.ConditionHeartbeat.Duration,
+		Resync:             l.Resync.Duration,
+		Recorder:           mgr.GetEventRecorder("leafsync"),
+		Logger:             mgr.GetLogger(),
+	}))
 }

@@ -21,6 +21,7 @@ forwarded.`,
 	}
 	root.AddCommand(
 		newRunCommand(),
+		newRegisterCommand(),
 		newVersionCommand(),
 		newSimulateCommand(),
 	)

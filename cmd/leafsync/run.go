@@ -54,6 +54,11 @@ func newRunCommand() *cobra.Command {
 	f.StringVar(&opts.healthProbeBindAddress, "health-probe-bind-address", defaults.HealthProbeBindAddress, "address of /healthz and /readyz, \"0\" to disable")
 	f.BoolVar(&opts.leaderElect, "leader-elect", defaults.LeaderElection.Enabled, "elect a leader so that only one replica acts")
 	f.StringVar(&opts.logLevel, "log-level", defaults.LogLevel, fmt.Sprintf("log level, one of %v", config.LogLevels))
+	f.Bool("allow-exec-auth", defaults.Members.AllowExecAuth, "accept member kubeconfigs whose user runs an exec credential plugin or auth-provider (runs commands inside leafsync's pod)")
+	f.Bool("allow-file-references", defaults.Members.AllowFileReferences, "accept member kubeconfigs that reference files (certificate-authority, client-certificate, client-key, tokenFile) inside leafsync's pod")
+	f.Duration("member-timeout", defaults.Members.Timeout.Duration, "timeout of each member API request that is not a watch")
+	f.Float32("member-qps", defaults.Members.QPS, "request rate limit per member (queries per second)")
+	f.Int("member-burst", defaults.Members.Burst, "request burst per member")
 	return cmd
 }
 
@@ -81,6 +86,21 @@ func (o runOptions) resolve(flags *pflag.FlagSet) (config.Config, error) {
 	}
 	if flags.Changed("log-level") {
 		cfg.LogLevel = o.logLevel
+	}
+	if flags.Changed("allow-exec-auth") {
+		cfg.Members.AllowExecAuth, _ = flags.GetBool("allow-exec-auth")
+	}
+	if flags.Changed("allow-file-references") {
+		cfg.Members.AllowFileReferences, _ = flags.GetBool("allow-file-references")
+	}
+	if flags.Changed("member-timeout") {
+		cfg.Members.Timeout.Duration, _ = flags.GetDuration("member-timeout")
+	}
+	if flags.Changed("member-qps") {
+		cfg.Members.QPS, _ = flags.GetFloat32("member-qps")
+	}
+	if flags.Changed("member-burst") {
+		cfg.Members.Burst, _ = flags.GetInt("member-burst")
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration:\n%w", err)

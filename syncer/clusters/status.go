@@ -117,29 +117,25 @@ func connectionFor(obs hysteresis.Observation, server string, secret types.Names
 	if obs.OK {
 		return connection{PhaseConnected, ReasonConnected, fmt.Sprintf("connected to %s", server)}
 	}
+	what := fmt.Sprintf("%s (server %s)", obs.Detail, server)
 	switch obs.Class {
 	case hysteresis.ClassAuth:
-		return connection{PhaseUnauthorized, ReasonUnauthorized, fmt.Sprintf(
-			"the member API server %s rejects leafsync's credentials: %s. Put a valid token or client certificate in data.kubeconfig of Secret %s "+
-				"(`leafsync register --create-service-account` issues a long-lived ServiceAccount token) and check that it is bound to leafsync's ClusterRole in the member",
-			server, obs.Detail, secret)}
+		return connection{PhaseUnauthorized, ReasonUnauthorized, what + fmt.Sprintf(
+			". Put a valid token or client certificate in data.kubeconfig of Secret %s "+
+				"(`leafsync register --create-service-account` issues a long-lived ServiceAccount token) and check that it is bound to leafsync's ClusterRole in the member", secret)}
 	case hysteresis.ClassConfig:
 		if isTLSDetail(obs.Detail) {
-			return connection{PhaseMisconfigured, ReasonTLSError, fmt.Sprintf(
-				"TLS with the member API server %s fails: %s. Put the member's CA certificate in certificate-authority-data (and tls-server-name if the server's certificate names another host) in data.kubeconfig of Secret %s",
-				server, obs.Detail, secret)}
+			return connection{PhaseMisconfigured, ReasonTLSError, what + fmt.Sprintf(
+				". Put the member's CA certificate in certificate-authority-data (and tls-server-name if the server's certificate names another host) in data.kubeconfig of Secret %s", secret)}
 		}
-		return connection{PhaseMisconfigured, ReasonMisconfigured, fmt.Sprintf(
-			"leafsync cannot talk to %s as configured: %s. Check the server URL in data.kubeconfig of Secret %s (it must be the member's Kubernetes API server)",
-			server, obs.Detail, secret)}
+		return connection{PhaseMisconfigured, ReasonMisconfigured, what + fmt.Sprintf(
+			". Check the server URL in data.kubeconfig of Secret %s: it must be the member's Kubernetes API server", secret)}
 	case hysteresis.ClassServer:
-		return connection{PhaseUnreachable, ReasonServerError, fmt.Sprintf(
-			"the member API server %s answers with errors: %s. Check the member control plane (API server, etcd); leafsync keeps probing, and the leaf stays Ready until the outage lasts longer than notReadyAfter",
-			server, obs.Detail)}
+		return connection{PhaseUnreachable, ReasonServerError, what +
+			". Check the member's control plane (API server, etcd); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
 	default:
-		return connection{PhaseUnreachable, ReasonUnreachable, fmt.Sprintf(
-			"cannot reach the member API server %s: %s. Check that the server URL resolves and is reachable from leafsync's pod (DNS, firewall, NetworkPolicy, proxy); leafsync keeps probing, and the leaf stays Ready until the outage lasts longer than notReadyAfter",
-			server, obs.Detail)}
+		return connection{PhaseUnreachable, ReasonUnreachable, what +
+			". Check that the server URL resolves and is reachable from leafsync's pod (DNS, firewall, NetworkPolicy, proxy); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
 	}
 }
 

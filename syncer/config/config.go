@@ -30,6 +30,82 @@ type Config struct {
 	LogLevel string `json:"logLevel"`
 	// Hysteresis holds the readiness thresholds: fleet defaults and per-cluster overrides.
 	Hysteresis hysteresis.FleetConfig `json:"hysteresis"`
+	// Members configures registration checks and the connection to each member.
+	Members Members `json:"members"`
+	// Leaves configures the leaf Nodes and their Lease heartbeat.
+	Leaves Leaves `json:"leaves"`
+}
+
+// Leaves configures the leaf Node of each member and its heartbeat.
+type Leaves struct {
+	// LeafTaint puts leafsync.io/leaf=true:NoSchedule on every leaf, so that
+	// only pods that tolerate it land there (per-member annotation
+	// leafsync.io/leaf-taint overrides it).
+	LeafTaint bool `json:"leafTaint"`
+	// LeaseRenewInterval is how often a leaf's Lease is renewed (kubelet: 10s).
+	LeaseRenewInterval hysteresis.Duration `json:"leaseRenewInterval"`
+	// LeaseDuration is written into the Lease (kubelet: 40s).
+	LeaseDuration hysteresis.Duration `json:"leaseDuration"`
+	// LeaseRenewTimeout bounds one renewal request; failures are retried
+	// with jitter until the next renewal is due.
+	LeaseRenewTimeout hysteresis.Duration `json:"leaseRenewTimeout"`
+	// ConditionHeartbeat refreshes the conditions' lastHeartbeatTime even
+	// when nothing changed.
+	ConditionHeartbeat hysteresis.Duration `json:"conditionHeartbeat"`
+	// Resync recomputes every leaf at least this often.
+	Resync hysteresis.Duration `json:"resync"`
+}
+
+func (l Leaves) validate() error {
+	var errs []error
+	for name, d := range map[string]hysteresis.Duration{
+		"leaves.leaseRenewInterval": l.LeaseRenewInterval, "leaves.leaseDuration": l.LeaseDuration,
+		"leaves.leaseRenewTimeout": l.LeaseRenewTimeout, "leaves.conditionHeartbeat": l.ConditionHeartbeat,
+		"leaves.resync": l.Resync,
+	} {
+		if d.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	if l.LeaseRenewInterval.Duration > 0 && l.LeaseDuration.Duration < 2*l.LeaseRenewInterval.Duration {
+		errs = append(errs, fmt.Errorf("leaves.leaseDuration (%s) must be at least twice leaves.leaseRenewInterval (%s), or one late renewal expires the Lease", l.LeaseDuration, l.LeaseRenewInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// Members configures how leafsync accepts registrations and talks to members.
+type Members struct {
+	// AllowExecAuth accepts kubeconfigs whose user runs an exec credential
+	// plugin or an auth-provider (a command inside leafsync's pod). Off by default.
+	AllowExecAuth bool `json:"allowExecAuth"`
+	// AllowFileReferences accepts kubeconfigs that name files
+	// (certificate-authority, client-certificate, client-key, tokenFile)
+	// inside leafsync's pod. Off by default.
+	AllowFileReferences bool `json:"allowFileReferences"`
+	// Timeout bounds every member request that is not a watch.
+	Timeout hysteresis.Duration `json:"timeout"`
+	// QPS and Burst limit the request rate to each member.
+	QPS   float32 `json:"qps"`
+	Burst int     `json:"burst"`
+	// ProbeTimeout bounds one GET /readyz of a member.
+	ProbeTimeout hysteresis.Duration `json:"probeTimeout"`
+	// ReconnectTimeout bounds how long, after a kubeconfig change, the
+	// previous connection keeps serving while the new one's caches sync.
+	ReconnectTimeout hysteresis.Duration `json:"reconnectTimeout"`
+	// Breaker configures each member's circuit breaker.
+	Breaker Breaker `json:"breaker"`
+}
+
+// Breaker configures a member's circuit breaker.
+type Breaker struct {
+	// ConsecutiveFailures (network errors, 5xx, 429) open the breaker.
+	ConsecutiveFailures uint32 `json:"consecutiveFailures"`
+	// OpenTimeout is how long an open breaker fails calls fast before it
+	// lets a trial call through.
+	OpenTimeout hysteresis.Duration `json:"openTimeout"`
+	// HalfOpenRequests trial calls are let through when half-open; as many
+	// consecutive successes close the breaker.
+	HalfOpenRequests uint32 `json:"halfOpenRequests"`
 }
 
 // LeaderElection configures the Lease-based leader election between replicas.
@@ -54,6 +130,26 @@ func Default() Config {
 		},
 		LogLevel:   "info",
 		Hysteresis: hysteresis.DefaultFleetConfig(),
+		Leaves: Leaves{
+			LeafTaint:          true,
+			LeaseRenewInterval: hysteresis.Duration{Duration: 10 * time.Second},
+			LeaseDuration:      hysteresis.Duration{Duration: 40 * time.Second},
+			LeaseRenewTimeout:  hysteresis.Duration{Duration: 5 * time.Second},
+			ConditionHeartbeat: hysteresis.Duration{Duration: time.Minute},
+			Resync:             hysteresis.Duration{Duration: 30 * time.Second},
+		},
+		Members: Members{
+			Timeout:          hysteresis.Duration{Duration: 30 * time.Second},
+			QPS:              20,
+			Burst:            40,
+			ProbeTimeout:     hysteresis.Duration{Duration: 3 * time.Second},
+			ReconnectTimeout: hysteresis.Duration{Duration: 30 * time.Second},
+			Breaker: Breaker{
+				ConsecutiveFailures: 5,
+				OpenTimeout:         hysteresis.Duration{Duration: 5 * time.Second},
+				HalfOpenRequests:    1,
+			},
+		},
 	}
 }
 
@@ -97,6 +193,39 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Hysteresis.Validate())
+	errs = append(errs, c.Members.validate())
+	errs = append(errs, c.Leaves.validate())
+	return errors.Join(errs...)
+}
+
+func (m Members) validate() error {
+	var errs []error
+	if m.Timeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("members.timeout (%s) must be positive", m.Timeout))
+	}
+	if m.QPS <= 0 {
+		errs = append(errs, fmt.Errorf("members.qps (%g) must be positive", m.QPS))
+	}
+	if m.Burst < 1 {
+		errs = append(errs, fmt.Errorf("members.burst (%d) must be at least 1", m.Burst))
+	}
+	if m.ProbeTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("members.probeTimeout (%s) must be positive", m.ProbeTimeout))
+	} else if m.Timeout.Duration > 0 && m.ProbeTimeout.Duration > m.Timeout.Duration {
+		errs = append(errs, fmt.Errorf("members.probeTimeout (%s) must not exceed members.timeout (%s)", m.ProbeTimeout, m.Timeout))
+	}
+	if m.ReconnectTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("members.reconnectTimeout (%s) must be positive", m.ReconnectTimeout))
+	}
+	if m.Breaker.ConsecutiveFailures < 1 {
+		errs = append(errs, fmt.Errorf("members.breaker.consecutiveFailures (%d) must be at least 1", m.Breaker.ConsecutiveFailures))
+	}
+	if m.Breaker.OpenTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("members.breaker.openTimeout (%s) must be positive", m.Breaker.OpenTimeout))
+	}
+	if m.Breaker.HalfOpenRequests < 1 {
+		errs = append(errs, fmt.Errorf("members.breaker.halfOpenRequests (%d) must be at least 1", m.Breaker.HalfOpenRequests))
+	}
 	return errors.Join(errs...)
 }
 

@@ -69,6 +69,14 @@ func Classify(err error) hysteresis.Class {
 		}
 		return hysteresis.ClassConfig
 	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		msg := urlErr.Err.Error()
+		if strings.Contains(msg, "unsupported protocol scheme") || strings.Contains(msg, "no Host in request URL") ||
+			strings.Contains(msg, "invalid URL") {
+			return hysteresis.ClassConfig
+		}
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return hysteresis.ClassNetwork
 	}
@@ -84,14 +92,6 @@ func Classify(err error) hysteresis.Class {
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return hysteresis.ClassNetwork
-	}
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		msg := urlErr.Err.Error()
-		if strings.Contains(msg, "unsupported protocol scheme") || strings.Contains(msg, "no Host in request URL") ||
-			strings.Contains(msg, "invalid URL") {
-			return hysteresis.ClassConfig
-		}
 	}
 	return hysteresis.ClassNetwork
 }

@@ -122,7 +122,7 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 		Cluster:       "east",
 		RESTConfig:    api.RESTConfig(),
 		UserAgent:     "leafsync/test",
-		ProbeInterval: func() time.Duration { return 20 * time.Millisecond },
+		ProbeInterval: func() time.Duration { return 100 * time.Millisecond },
 		Observe: func(cluster string, obs hysteresis.Observation) {
 			if cluster != "east" {
 				t.Errorf("observation for %q", cluster)
@@ -201,7 +201,7 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 	mu.Lock()
 	n := len(observations)
 	mu.Unlock()
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
 	mu.Lock()
 	if len(observations) != n {
 		t.Error("prober still running after Stop")

@@ -2,12 +2,15 @@ package member
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -38,7 +41,7 @@ type ProberOptions struct {
 	Client *http.Client
 	// URL is the member's /readyz URL.
 	URL string
-	// Timeout bounds one probe.
+	// Timeout bounds one probe (and the probe interval bounds it too).
 	Timeout time.Duration
 	// Interval returns the current probe interval (re-read after every
 	// probe, so a changed threshold applies at once).
@@ -105,9 +108,13 @@ func (p *Prober) Probe(ctx context.Context) hysteresis.Observation {
 // probe returns ok=false when ctx ended during the probe (the outcome then
 // says nothing about the member and is not recorded).
 func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
-	pctx, cancel := context.WithTimeout(ctx, p.timeout)
+	// A probe never outlasts the interval: the engine counts at most
+	// 1.5×probeInterval of evidence per observation, so probes must keep
+	// coming at least that often.
+	timeout := min(p.timeout, p.interval())
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	obs := p.do(pctx)
+	obs := p.do(pctx, timeout)
 	if ctx.Err() != nil {
 		return obs, false
 	}
@@ -117,7 +124,7 @@ func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
 	return obs, true
 }
 
-func (p *Prober) do(ctx context.Context) hysteresis.Observation {
+func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Observation {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
 		return hysteresis.Observation{Time: p.now(), Class: hysteresis.ClassConfig, Detail: fmt.Sprintf("bad probe URL %q: %v", p.url, err)}
@@ -128,7 +135,7 @@ func (p *Prober) do(ctx context.Context) hysteresis.Observation {
 		class := Classify(err)
 		if ctx.Err() == context.DeadlineExceeded {
 			class = hysteresis.ClassNetwork
-			err = fmt.Errorf("no answer within %s: %w", p.timeout, err)
+			err = fmt.Errorf("no answer within %s: %w", timeout, err)
 		}
 		return hysteresis.Observation{Time: p.now(), Class: class, Detail: describe(class, err.Error())}
 	}
@@ -139,6 +146,10 @@ func (p *Prober) do(ctx context.Context) hysteresis.Observation {
 		return hysteresis.Observation{Time: p.now(), OK: true}
 	}
 	text := strings.TrimSpace(string(body))
+	var status metav1.Status
+	if strings.HasPrefix(text, "{") && json.Unmarshal(body, &status) == nil && status.Message != "" {
+		text = status.Message // a Kubernetes Status: its message is the useful part
+	}
 	if len(text) > 300 {
 		text = text[:300] + "…"
 	}

@@ -192,7 +192,7 @@ func TestProberRun(t *testing.T) {
 		Client:   srv.Client(),
 		URL:      srv.URL + "/readyz",
 		Timeout:  time.Second,
-		Interval: func() time.Duration { return 10 * time.Millisecond },
+		Interval: func() time.Duration { return 100 * time.Millisecond },
 		Observe: func(c string, o hysteresis.Observation) {
 			select {
 			case got <- o:

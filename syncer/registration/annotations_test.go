@@ -93,3 +93,19 @@ func TestRegisteredAnnotation(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestThresholdsMustStayConsistent(t *testing.T) {
+	fleet := hysteresis.DefaultFleetConfig()
+	policy := Policy{Thresholds: &fleet}
+	// cordonAfter above the default notReadyAfter (90s) is inconsistent.
+	_, err := Parse(secret("s", "east", kubeconfig(t, nil), map[string]string{"leafsync.io/cordon-after": "5m"}), policy)
+	if reasonOf(t, err) != ReasonInvalidAnnotation || !strings.Contains(err.Error(), "notReadyAfter") {
+		t.Errorf("err = %v", err)
+	}
+	// Together with a larger notReadyAfter (and window) it is fine.
+	if _, err := Parse(secret("s", "east", kubeconfig(t, nil), map[string]string{
+		"leafsync.io/cordon-after": "5m", "leafsync.io/not-ready-after": "10m", "leafsync.io/window": "20m",
+	}), policy); err != nil {
+		t.Errorf("err = %v", err)
+	}
+}

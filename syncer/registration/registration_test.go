@@ -133,14 +133,20 @@ func TestParseRefusals(t *testing.T) {
 		{name: "unparsable yaml", kubeconfig: func(*testing.T) []byte { return []byte("clusters: [ {") }, reason: ReasonInvalidKubeconfig},
 		{name: "no contexts", kubeconfig: func(*testing.T) []byte { return []byte("apiVersion: v1\nkind: Config\n") }, reason: ReasonContextNotFound},
 		{name: "unknown current context", kubeconfig: func(t *testing.T) []byte {
-			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) { c.CurrentContext = "nope" })
+			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
+				c.CurrentContext = "nope"
+			})
 		}, reason: ReasonContextNotFound, mention: `"nope"`},
 		{name: "context annotation selects missing context", annotations: map[string]string{AnnotationContext: "other"}, reason: ReasonContextNotFound},
 		{name: "missing cluster entry", kubeconfig: func(t *testing.T) []byte {
-			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) { delete(c.Clusters, "member") })
+			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
+				delete(c.Clusters, "member")
+			})
 		}, reason: ReasonClusterEntryNotFound},
 		{name: "missing user entry", kubeconfig: func(t *testing.T) []byte {
-			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) { delete(c.AuthInfos, "leafsync") })
+			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
+				delete(c.AuthInfos, "leafsync")
+			})
 		}, reason: ReasonUserEntryNotFound},
 		{name: "no server", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) { c.Server = "" })

@@ -20,7 +20,7 @@ import (
 //     that the client notices at once).
 //   - Blackhole: connections stay open but no byte passes either way (a
 //     partition that the client notices only by timeouts).
-//   - Latency: every chunk of data is delayed.
+//   - Latency: every response is delayed (each request takes d longer).
 //   - ResetPeer: connections are reset by peer (RST) as soon as they carry data.
 //
 // Heal undoes all of it. The proxy listens on a fixed loopback port for its
@@ -72,10 +72,11 @@ func (f *FaultProxy) Blackhole() error {
 	return f.addToxic("blackhole", "timeout", "downstream", map[string]any{"timeout": 0}, "upstream")
 }
 
-// Latency delays every chunk of data by d (with jitter) in both directions.
+// Latency delays all data from the server by d (with jitter), so every
+// request takes d longer.
 func (f *FaultProxy) Latency(d, jitter time.Duration) error {
 	attrs := map[string]any{"latency": d.Milliseconds(), "jitter": jitter.Milliseconds()}
-	return f.addToxic("latency", "latency", "downstream", attrs, "upstream")
+	return f.addToxic("latency", "latency", "downstream", attrs, "")
 }
 
 // ResetPeer resets connections (TCP RST) once they carry data.
@@ -87,6 +88,9 @@ func (f *FaultProxy) addToxic(name, typ, stream string, attrs map[string]any, al
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, s := range []string{stream, alsoStream} {
+		if s == "" {
+			continue
+		}
 		toxicName := name + "-" + s
 		body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, toxicName, typ, s, jsonAttrs(attrs))
 		if _, err := f.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {

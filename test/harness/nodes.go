@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,6 +119,14 @@ func (c *Cluster) AddPods(ctx context.Context, prefix string, n int, nodes []str
 	var names []string
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s-%d", prefix, i)
+		// Extended resources (vendor/name) cannot be overcommitted: their
+		// limit must equal the request.
+		limits := corev1.ResourceList{}
+		for name, q := range spec.Requests {
+			if strings.Contains(string(name), "/") {
+				limits[name] = q
+			}
+		}
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: spec.Namespace, Labels: spec.Labels},
 			Spec: corev1.PodSpec{
@@ -126,7 +135,7 @@ func (c *Cluster) AddPods(ctx context.Context, prefix string, n int, nodes []str
 				Containers: []corev1.Container{{
 					Name:      "app",
 					Image:     "registry.example/app:1",
-					Resources: corev1.ResourceRequirements{Requests: spec.Requests},
+					Resources: corev1.ResourceRequirements{Requests: spec.Requests, Limits: limits},
 				}},
 			},
 		}

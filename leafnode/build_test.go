@@ -1,0 +1,192 @@
+package leafnode
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+func memberNode(name string, ready bool, alloc map[string]string, lbls map[string]string, kubelet string) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{},
+			NodeInfo:    corev1.NodeSystemInfo{KubeletVersion: kubelet, OperatingSystem: "linux", Architecture: "amd64"},
+		},
+	}
+	for k, v := range alloc {
+		n.Status.Allocatable[corev1.ResourceName(k)] = resource.MustParse(v)
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+	return n
+}
+
+func memberPod(name, node string, phase corev1.PodPhase, synced bool, req map[string]string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
+		}}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+	for k, v := range req {
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(k)] = resource.MustParse(v)
+	}
+	if synced {
+		p.Labels = map[string]string{"leafsync.io/cluster": "eu-1"}
+	}
+	return p
+}
+
+func isSynced(p *corev1.Pod) bool { return p.Labels["leafsync.io/cluster"] != "" }
+
+func TestComputeAggregatesExactly(t *testing.T) {
+	zoneA := map[string]string{corev1.LabelTopologyZone: "eu-1a", corev1.LabelTopologyRegion: "eu-1", "pool": "gpu"}
+	nodes := []*corev1.Node{
+		memberNode("n1", true, map[string]string{"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi", "nvidia.com/gpu": "2"}, zoneA, "v1.35.2"),
+		memberNode("n2", true, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}, zoneA, "v1.34.9"),
+		memberNode("not-ready", false, map[string]string{"cpu": "64", "memory": "256Gi", "pods": "110"}, zoneA, "v1.30.0"),
+	}
+	cordoned := memberNode("cordoned", true, map[string]string{"cpu": "64", "memory": "256Gi", "pods": "110"}, zoneA, "v1.30.0")
+	cordoned.Spec.Unschedulable = true
+	nodes = append(nodes, cordoned)
+	pods := []*corev1.Pod{
+		memberPod("web", "n1", corev1.PodRunning, false, map[string]string{"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}),
+		memberPod("db", "n2", corev1.PodPending, false, map[string]string{"cpu": "1500m", "memory": "2Gi", "ephemeral-storage": "10Gi"}),
+		memberPod("done", "n2", corev1.PodSucceeded, false, map[string]string{"cpu": "3", "memory": "3Gi"}),
+		memberPod("failed", "n1", corev1.PodFailed, false, map[string]string{"cpu": "3", "memory": "3Gi"}),
+		memberPod("synced", "n1", corev1.PodRunning, true, map[string]string{"cpu": "2", "memory": "2Gi"}),
+		memberPod("on-not-ready", "not-ready", corev1.PodRunning, false, map[string]string{"cpu": "7", "memory": "7Gi"}),
+	}
+	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf-eu-1", MemberNodes: nodes, MemberPods: pods,
+		Status: hysteresis.Status{State: hysteresis.Ready}, Config: hysteresis.DefaultConfig(),
+		Options: Options{LeafTaint: true, IsSyncedPod: isSynced}})
+
+	// n1 + n2 minus web and db; terminal, synced and not-counted-node pods don't count.
+	want := corev1.ResourceList{
+		"cpu":               resource.MustParse("10"),   // 12 - 0.5 - 1.5
+		"memory":            resource.MustParse("45Gi"), // 48Gi - 1Gi - 2Gi
+		"pods":              resource.MustParse("218"),  // 220 - 2
+		"ephemeral-storage": resource.MustParse("190Gi"),
+		"nvidia.com/gpu":    resource.MustParse("1"),
+	}
+	for name, q := range want {
+		got := d.Allocatable[name]
+		if got.Cmp(q) != 0 {
+			t.Errorf("allocatable[%s] = %s, want %s", name, got.String(), q.String())
+		}
+		if c := d.Capacity[name]; c.Cmp(q) != 0 {
+			t.Errorf("capacity[%s] = %s, want %s", name, c.String(), q.String())
+		}
+	}
+	if len(d.Allocatable) != len(want) {
+		t.Errorf("allocatable has %d resources, want %d: %v", len(d.Allocatable), len(want), d.Allocatable)
+	}
+	if d.NodeInfo.KubeletVersion != "v1.34.9" {
+		t.Errorf("kubelet version %q, want the lowest of counted nodes v1.34.9", d.NodeInfo.KubeletVersion)
+	}
+	for k, v := range map[string]string{
+		LabelCluster: "eu-1", "type": "virtual-kubelet", "kubernetes.io/role": "leaf",
+		corev1.LabelTopologyZone: "eu-1a", corev1.LabelTopologyRegion: "eu-1", corev1.LabelHostname: "leaf-eu-1",
+	} {
+		if d.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, d.Labels[k], v)
+		}
+	}
+	if _, ok := d.Labels["pool"]; ok {
+		t.Error("non-topology member labels must not be copied")
+	}
+	if len(d.Taints) != 1 || d.Taints[0].Key != TaintLeaf || d.Taints[0].Effect != corev1.TaintEffectNoSchedule {
+		t.Errorf("taints %v, want only %s:NoSchedule", d.Taints, TaintLeaf)
+	}
+	if !d.Ready || d.Conditions[0].Status != corev1.ConditionTrue || d.Conditions[0].Reason != ReasonMemberReachable {
+		t.Errorf("Ready condition %+v", d.Conditions[0])
+	}
+}
+
+func TestComputeNodeSelectorAndMixedZones(t *testing.T) {
+	nodes := []*corev1.Node{
+		memberNode("a", true, map[string]string{"cpu": "4"}, map[string]string{"pool": "leaf", corev1.LabelTopologyZone: "z1"}, "v1.35.0"),
+		memberNode("b", true, map[string]string{"cpu": "4"}, map[string]string{"pool": "leaf", corev1.LabelTopologyZone: "z2"}, "v1.35.0"),
+		memberNode("c", true, map[string]string{"cpu": "4"}, map[string]string{"pool": "system", corev1.LabelTopologyZone: "z1"}, "v1.35.0"),
+	}
+	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: nodes,
+		Status: hysteresis.Status{State: hysteresis.Ready},
+		Options: Options{NodeSelector: labels.SelectorFromSet(labels.Set{"pool": "leaf"})}})
+	if cpu := d.Allocatable["cpu"]; cpu.Cmp(resource.MustParse("8")) != 0 {
+		t.Errorf("cpu %s, want 8 (selector keeps a and b)", cpu.String())
+	}
+	if _, ok := d.Labels[corev1.LabelTopologyZone]; ok {
+		t.Errorf("zone label %q set although member nodes disagree", d.Labels[corev1.LabelTopologyZone])
+	}
+	if len(d.Taints) != 0 {
+		t.Errorf("taints %v with LeafTaint off", d.Taints)
+	}
+}
+
+func TestComputeFollowsEngine(t *testing.T) {
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		st        hysteresis.Status
+		ready     corev1.ConditionStatus
+		reason    string
+		renew     bool
+		cordonTnt bool
+	}{
+		{hysteresis.Status{State: hysteresis.Ready}, corev1.ConditionTrue, ReasonMemberReachable, true, false},
+		{hysteresis.Status{State: hysteresis.Suspect, Since: since, Reason: hysteresis.ReasonNetworkFailure}, corev1.ConditionTrue, ReasonMemberSuspect, true, false},
+		{hysteresis.Status{State: hysteresis.Suspect, Cordoned: true, Since: since, Reason: hysteresis.ReasonNetworkFailure}, corev1.ConditionTrue, ReasonMemberSuspect, true, true},
+		{hysteresis.Status{State: hysteresis.Ready, Cordoned: true, Reason: hysteresis.ReasonAuthFailure}, corev1.ConditionTrue, ReasonMemberReachable, true, true},
+		{hysteresis.Status{State: hysteresis.NotReady, Cordoned: true, OutageSince: since, Reason: hysteresis.ReasonNetworkFailure}, corev1.ConditionFalse, ReasonMemberUnreachable, false, true},
+		{hysteresis.Status{State: hysteresis.Recovering, Cordoned: true, Since: since}, corev1.ConditionFalse, ReasonMemberRecovering, false, true},
+	}
+	for _, tc := range cases {
+		d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", Status: tc.st, Config: hysteresis.DefaultConfig()})
+		c := d.Conditions[0]
+		if c.Type != corev1.NodeReady || c.Status != tc.ready || c.Reason != tc.reason || d.Ready != tc.renew {
+			t.Errorf("%s cordoned=%v: Ready=%s/%s renew=%v, want %s/%s renew=%v (message %q)",
+				tc.st.State, tc.st.Cordoned, c.Status, c.Reason, d.Ready, tc.ready, tc.reason, tc.renew, c.Message)
+		}
+		hasCordon := false
+		for _, tt := range d.Taints {
+			hasCordon = hasCordon || (tt.Key == TaintUnreachable && tt.Effect == corev1.TaintEffectNoSchedule)
+		}
+		if hasCordon != tc.cordonTnt {
+			t.Errorf("%s cordoned=%v: cordon taint %v, want %v", tc.st.State, tc.st.Cordoned, hasCordon, tc.cordonTnt)
+		}
+	}
+}
+
+func TestPressureOnlyWhenAllNodes(t *testing.T) {
+	a := memberNode("a", true, map[string]string{"cpu": "1"}, nil, "v1.35.0")
+	b := memberNode("b", true, map[string]string{"cpu": "1"}, nil, "v1.35.0")
+	a.Status.Conditions = append(a.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})
+	d := Compute(Input{MemberNodes: []*corev1.Node{a, b}, Status: hysteresis.Status{State: hysteresis.Ready}})
+	if c := findCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionFalse {
+		t.Fatalf("one pressured node of two: MemoryPressure %+v, want False", c)
+	}
+	b.Status.Conditions = append(b.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})
+	d = Compute(Input{MemberNodes: []*corev1.Node{a, b}, Status: hysteresis.Status{State: hysteresis.Ready}})
+	if c := findCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionTrue {
+		t.Fatalf("all nodes pressured: MemoryPressure %+v, want True", c)
+	}
+}
+
+func TestMergeTaintsKeepsOthers(t *testing.T) {
+	kcm := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
+	cur := []corev1.Taint{kcm, {Key: TaintUnreachable, Effect: corev1.TaintEffectNoSchedule}}
+	got := mergeTaints(cur, []corev1.Taint{{Key: TaintLeaf, Value: "true", Effect: corev1.TaintEffectNoSchedule}})
+	if len(got) != 2 || got[0].Key != kcm.Key || got[1].Key != TaintLeaf {
+		t.Fatalf("mergeTaints = %v: want KCM's taint kept, cordon removed, leaf taint added", got)
+	}
+}

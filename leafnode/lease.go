@@ -1,0 +1,130 @@
+package leafnode
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Heartbeat renews a leaf's Lease in kube-node-lease, as a kubelet renews
+// its node's. It renews whenever ShouldRenew says so — the engine's
+// decision — and never looks at whether the member answered the last probe.
+//
+// A slow host is the classic cause of nodes flickering NotReady, so each
+// renewal has its own timeout, a failed renewal is retried at once with
+// jitter until the next one is due, and the lag between the intended and
+// the achieved renewal is reported.
+type Heartbeat struct {
+	Client kubernetes.Interface
+	// Name of the leaf Node and its Lease.
+	Name string
+	// Interval between renewals (kubelet: 10s).
+	Interval time.Duration
+	// Duration written into the Lease (kubelet: 40s).
+	Duration time.Duration
+	// Timeout of one renewal request.
+	Timeout time.Duration
+	// ShouldRenew is the engine's decision: Ready or Suspect (cordoned or not).
+	ShouldRenew func() bool
+	// OnRenew reports each achieved renewal's lag behind schedule, or the
+	// error that ended a round of retries. May be nil.
+	OnRenew func(lag time.Duration, err error)
+	Log     logr.Logger
+}
+
+// Run renews until ctx ends.
+func (h *Heartbeat) Run(ctx context.Context) {
+	due := time.Now()
+	for {
+		if h.ShouldRenew() {
+			h.renewUntil(ctx, due, due.Add(h.Interval))
+		}
+		due = due.Add(h.Interval)
+		if now := time.Now(); due.Before(now) {
+			due = now // a renewal round overran; do not try to catch up in a burst
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(due)):
+		}
+	}
+}
+
+// renewUntil tries to renew, retrying with jitter until it succeeds or the
+// next renewal is due.
+func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
+	backoff := 100 * time.Millisecond
+	for {
+		err := h.Renew(ctx)
+		if err == nil {
+			if h.OnRenew != nil {
+				h.OnRenew(time.Since(due), nil)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		wait := backoff/2 + rand.N(backoff)
+		if time.Now().Add(wait).After(next) {
+			h.Log.Error(err, "leaf lease renewal failed; retrying at the next interval", "leaf", h.Name)
+			if h.OnRenew != nil {
+				h.OnRenew(time.Since(due), err)
+			}
+			return
+		}
+		h.Log.V(1).Info("leaf lease renewal failed; retrying", "leaf", h.Name, "error", err.Error(), "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Renew sets the Lease's renewTime to now, creating the Lease if needed. A
+// merge patch carries no resourceVersion, so a renewal never fails on a
+// conflict with a previous, slow one.
+func (h *Heartbeat) Renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
+	defer cancel()
+	now := metav1.NowMicro()
+	spec := coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(h.Name),
+		LeaseDurationSeconds: ptr.To(int32(h.Duration / time.Second)),
+		RenewTime:            &now,
+	}
+	patch, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		return err
+	}
+	leases := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	_, err = leases.Patch(ctx, h.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: corev1.NamespaceNodeLease},
+		Spec:       spec,
+	}
+	// Like a kubelet's, the Lease is owned by its Node, so it goes with it.
+	if node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{}); err == nil {
+		lease.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+		}}
+	}
+	_, err = leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
+	return err
+}

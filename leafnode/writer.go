@@ -1,0 +1,255 @@
+package leafnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// Writer applies a Desired state to the leaf Node in the host. It touches
+// only what leafsync owns: its labels, its taints (read-modify-write with
+// optimistic concurrency, since a patch of the taint list would replace
+// KCM's taints), and its status fields (a strategic-merge patch keyed by
+// condition type). It writes only when something differs, or when a
+// condition heartbeat is due.
+type Writer struct {
+	Client kubernetes.Interface
+	Name   string
+	// HeartbeatEvery refreshes the conditions' lastHeartbeatTime even when
+	// nothing changed (the Lease is the real heartbeat; this is for people).
+	HeartbeatEvery time.Duration
+	Now            func() time.Time
+
+	lastHeartbeat time.Time
+	// Writes counts API writes, for metrics and write-storm tests.
+	Writes int
+}
+
+// Sync creates the leaf if missing and brings it to the desired state.
+func (w *Writer) Sync(ctx context.Context, d Desired) error {
+	now := w.now()
+	node, err := w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node, err = w.create(ctx, d)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.syncMeta(ctx, node, d); err != nil {
+		return err
+	}
+	heartbeatDue := d.Ready && now.Sub(w.lastHeartbeat) >= w.HeartbeatEvery
+	if !heartbeatDue && statusMatches(node, d) {
+		return nil
+	}
+	if err := w.patchStatus(ctx, node, d, now, heartbeatDue || w.lastHeartbeat.IsZero()); err != nil {
+		return err
+	}
+	if heartbeatDue {
+		w.lastHeartbeat = now
+	}
+	return nil
+}
+
+func (w *Writer) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+func (w *Writer) create(ctx context.Context, d Desired) (*corev1.Node, error) {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: w.Name, Labels: d.Labels},
+		Spec:       corev1.NodeSpec{Taints: d.Taints},
+	}
+	w.Writes++
+	created, err := w.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		return w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating leaf node %s: %w", w.Name, err)
+	}
+	return created, nil
+}
+
+// syncMeta makes leafsync's labels and taints present and removes leafsync
+// taints that are no longer wanted; other labels and taints are kept.
+func (w *Writer) syncMeta(ctx context.Context, node *corev1.Node, d Desired) error {
+	if metaMatches(node, d) {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := node
+		if cur == nil {
+			var err error
+			if cur, err = w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		node = nil // on conflict, read again
+		upd := cur.DeepCopy()
+		if upd.Labels == nil {
+			upd.Labels = map[string]string{}
+		}
+		for k, v := range d.Labels {
+			upd.Labels[k] = v
+		}
+		upd.Spec.Taints = mergeTaints(cur.Spec.Taints, d.Taints)
+		w.Writes++
+		_, err := w.Client.CoreV1().Nodes().Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+func metaMatches(node *corev1.Node, d Desired) bool {
+	for k, v := range d.Labels {
+		if node.Labels[k] != v {
+			return false
+		}
+	}
+	return apiequality.Semantic.DeepEqual(ownedTaints(node.Spec.Taints), ownedTaints(d.Taints))
+}
+
+func isOwnedTaint(key string) bool {
+	for _, k := range OwnedTaintKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+func ownedTaints(ts []corev1.Taint) []corev1.Taint {
+	out := []corev1.Taint{}
+	for _, t := range ts {
+		if isOwnedTaint(t.Key) {
+			t.TimeAdded = nil
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// mergeTaints keeps every taint leafsync does not own, in order, then
+// leafsync's wanted taints.
+func mergeTaints(cur, want []corev1.Taint) []corev1.Taint {
+	out := make([]corev1.Taint, 0, len(cur)+len(want))
+	for _, t := range cur {
+		if !isOwnedTaint(t.Key) {
+			out = append(out, t)
+		}
+	}
+	return append(out, want...)
+}
+
+// statusMatches compares what leafsync owns in the status, ignoring
+// timestamps.
+func statusMatches(node *corev1.Node, d Desired) bool {
+	if d.Capacity != nil && (!apiequality.Semantic.DeepEqual(node.Status.Capacity, d.Capacity) ||
+		!apiequality.Semantic.DeepEqual(node.Status.Allocatable, d.Allocatable)) {
+		return false
+	}
+	if d.Capacity != nil && (node.Status.NodeInfo.KubeletVersion != d.NodeInfo.KubeletVersion ||
+		node.Status.NodeInfo.OperatingSystem != d.NodeInfo.OperatingSystem ||
+		node.Status.NodeInfo.Architecture != d.NodeInfo.Architecture ||
+		node.Status.NodeInfo.ContainerRuntimeVersion != d.NodeInfo.ContainerRuntimeVersion) {
+		return false
+	}
+	for _, want := range d.Conditions {
+		got := findCondition(node.Status.Conditions, want.Type)
+		if got == nil || got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
+			return false
+		}
+	}
+	return true
+}
+
+func findCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// patchStatus writes leafsync's status fields with a strategic-merge patch:
+// conditions merge by type, so conditions of other actors are kept.
+func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, now time.Time, heartbeat bool) error {
+	conds := make([]corev1.NodeCondition, 0, len(d.Conditions))
+	for _, c := range d.Conditions {
+		c.LastHeartbeatTime = metav1.NewTime(now)
+		c.LastTransitionTime = metav1.NewTime(now)
+		if got := findCondition(node.Status.Conditions, c.Type); got != nil {
+			if got.Status == c.Status {
+				c.LastTransitionTime = got.LastTransitionTime
+			}
+			if !heartbeat && !got.LastHeartbeatTime.IsZero() {
+				c.LastHeartbeatTime = got.LastHeartbeatTime
+			}
+		}
+		conds = append(conds, c)
+	}
+	status := map[string]any{"conditions": conds}
+	if d.Capacity != nil {
+		status["nodeInfo"] = map[string]string{
+			"kubeletVersion":          d.NodeInfo.KubeletVersion,
+			"operatingSystem":         d.NodeInfo.OperatingSystem,
+			"architecture":            d.NodeInfo.Architecture,
+			"containerRuntimeVersion": d.NodeInfo.ContainerRuntimeVersion,
+		}
+		status["capacity"] = resourcePatch(d.Capacity, node.Status.Capacity)
+		status["allocatable"] = resourcePatch(d.Allocatable, node.Status.Allocatable)
+	}
+	patch := map[string]any{"status": status}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	w.Writes++
+	_, err = w.Client.CoreV1().Nodes().Patch(ctx, w.Name, types.StrategicMergePatchType, data,
+		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if err != nil {
+		return fmt.Errorf("patching status of leaf node %s: %w", w.Name, err)
+	}
+	return nil
+}
+
+// resourcePatch sets every wanted resource and removes (null) those that no
+// member node offers any more.
+func resourcePatch(want, have corev1.ResourceList) map[string]any {
+	m := make(map[string]any, len(want))
+	for name, q := range want {
+		m[string(name)] = q.String()
+	}
+	for name := range have {
+		if _, ok := want[name]; !ok {
+			m[string(name)] = nil
+		}
+	}
+	return m
+}
+
+// Delete removes the leaf Node and its Lease (deregistration).
+func (w *Writer) Delete(ctx context.Context) error {
+	err := w.Client.CoreV1().Nodes().Delete(ctx, w.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting leaf node %s: %w", w.Name, err)
+	}
+	err = w.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, w.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting lease of leaf node %s: %w", w.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,349 @@
+package clusters
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/registration"
+)
+
+// Engine is the part of the hysteresis engine the registry drives;
+// *hysteresis.Fleet implements it. State is keyed by cluster name, so it
+// survives a reconnect (only the member runtime is replaced).
+type Engine interface {
+	Add(name string, o hysteresis.Overrides) error
+	Remove(name string)
+	Config(name string) (hysteresis.Config, bool)
+	Status(name string) (hysteresis.Status, bool)
+	Observe(name string, o hysteresis.Observation) (hysteresis.Status, []hysteresis.Transition, error)
+}
+
+var _ Engine = (*hysteresis.Fleet)(nil)
+
+// Member is a registered member cluster as other components see it.
+type Member struct {
+	// Spec is the registration in use (cluster, leaf name, annotations).
+	Spec *registration.Spec
+	// Runtime holds the member's clients and informers. It is replaced on
+	// reconnect (see MemberReplaced): do not keep it past that event.
+	Runtime *member.Runtime
+	// Generation increases with every reconnect.
+	Generation int
+}
+
+// Cluster returns the member's name.
+func (m Member) Cluster() string { return m.Spec.Cluster }
+
+// EventType is the kind of a registry Event.
+type EventType string
+
+// Registry event types.
+const (
+	// MemberAdded: a member is registered and its runtime started (its
+	// caches may still be syncing). Also replayed to new subscribers for
+	// every member already registered.
+	MemberAdded EventType = "MemberAdded"
+	// MemberReplaced: the member reconnected with a new runtime (rotated
+	// credentials, new endpoint); the previous runtime is being stopped.
+	// Re-register informer handlers on Member.Runtime. The hysteresis
+	// state carried over.
+	MemberReplaced EventType = "MemberReplaced"
+	// MemberUpdated: options changed without a reconnect (leaf name,
+	// thresholds, other annotations). Previous holds the former spec.
+	MemberUpdated EventType = "MemberUpdated"
+	// MemberRemoved: the member's runtime is stopping (deregistration, or
+	// hand-over to another Secret). Cleanup of what leafsync created goes
+	// through Registry.OnDeregister hooks, not through this event.
+	MemberRemoved EventType = "MemberRemoved"
+	// StateChanged: the hysteresis decision of the cluster changed
+	// (Transition; Hysteresis is the new status).
+	StateChanged EventType = "StateChanged"
+	// ConnectionChanged: the registration's phase or reason changed (Status).
+	ConnectionChanged EventType = "ConnectionChanged"
+)
+
+// Event is a change of a registered member.
+type Event struct {
+	Type    EventType
+	Cluster string
+	// Member is set for MemberAdded/Replaced/Updated/Removed.
+	Member Member
+	// Previous is the former spec for MemberReplaced and MemberUpdated.
+	Previous *registration.Spec
+	// Transition and Hysteresis are set for StateChanged.
+	Transition hysteresis.Transition
+	Hysteresis hysteresis.Status
+	// Status is set for ConnectionChanged.
+	Status Status
+}
+
+// Deregistration tells cleanup hooks what to remove.
+type Deregistration struct {
+	Cluster  string
+	LeafName string
+	Secret   types.NamespacedName
+	// Annotations are the Secret's leafsync.io/ annotations.
+	Annotations map[string]string
+}
+
+// CleanupFunc removes what a component created for a member. It must be
+// idempotent; an error keeps the finalizer and the hook is retried.
+type CleanupFunc func(ctx context.Context, d Deregistration) error
+
+// entry is the runtime state of one registered cluster.
+type entry struct {
+	cluster    string
+	secret     types.NamespacedName
+	spec       *registration.Spec
+	active     *member.Runtime
+	generation int
+	conn       connection
+	// invalid is set while the Secret's latest content is refused; the
+	// previous, valid spec keeps running.
+	invalid *registration.Error
+
+	pending       *member.Runtime
+	pendingSpec   *registration.Spec
+	pendingCancel func()
+}
+
+func (e *entry) member() Member {
+	return Member{Spec: e.spec, Runtime: e.active, Generation: e.generation}
+}
+
+type hook struct {
+	name string
+	fn   CleanupFunc
+}
+
+// Registry holds the registered members and the status of every
+// registration Secret. Other components use it to find a member's clients
+// and informers, read statuses, subscribe to changes, and hook into
+// deregistration. It is safe for concurrent use.
+type Registry struct {
+	engine Engine
+
+	mu       sync.Mutex
+	entries  map[string]*entry               // by cluster name
+	statuses map[types.NamespacedName]Status // by Secret
+	subs     map[*Subscription]struct{}
+	hooks    []hook
+}
+
+func newRegistry(engine Engine) *Registry {
+	return &Registry{
+		engine:   engine,
+		entries:  map[string]*entry{},
+		statuses: map[types.NamespacedName]Status{},
+		subs:     map[*Subscription]struct{}{},
+	}
+}
+
+// Member returns a registered member by cluster name.
+func (r *Registry) Member(cluster string) (Member, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[cluster]
+	if e == nil {
+		return Member{}, false
+	}
+	return e.member(), true
+}
+
+// Members returns every registered member, sorted by cluster name.
+func (r *Registry) Members() []Member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Member, 0, len(r.entries))
+	for _, e := range r.entries {
+		out = append(out, e.member())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Cluster < out[j].Spec.Cluster })
+	return out
+}
+
+// Hysteresis returns the engine's decision for a registered cluster.
+func (r *Registry) Hysteresis(cluster string) (hysteresis.Status, bool) {
+	r.mu.Lock()
+	_, ok := r.entries[cluster]
+	r.mu.Unlock()
+	if !ok {
+		return hysteresis.Status{}, false
+	}
+	return r.engine.Status(cluster)
+}
+
+// Status returns the status of the Secret that registers cluster (the
+// winning one if several claim it).
+func (r *Registry) Status(cluster string) (Status, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[cluster]; e != nil {
+		return r.liveLocked(r.statuses[e.secret], e), true
+	}
+	for _, st := range r.statuses {
+		if st.Cluster == cluster && st.Phase != PhaseDuplicate {
+			return st, true
+		}
+	}
+	return Status{}, false
+}
+
+// SecretStatus returns the status of one registration Secret.
+func (r *Registry) SecretStatus(secret types.NamespacedName) (Status, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.statuses[secret]
+	if !ok {
+		return Status{}, false
+	}
+	if e := r.entries[st.Cluster]; e != nil && e.secret == secret {
+		st = r.liveLocked(st, e)
+	}
+	return st, true
+}
+
+// Statuses returns the status of every registration Secret (refused and
+// duplicate ones included), sorted by cluster then Secret name.
+func (r *Registry) Statuses() []Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Status, 0, len(r.statuses))
+	for key, st := range r.statuses {
+		if e := r.entries[st.Cluster]; e != nil && e.secret == key {
+			st = r.liveLocked(st, e)
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		return out[i].Secret.Name < out[j].Secret.Name
+	})
+	return out
+}
+
+// liveLocked adds the figures that change all the time.
+func (r *Registry) liveLocked(st Status, e *entry) Status {
+	if e.active != nil {
+		st.LastProbe = e.active.Prober().Last()
+		st.Breaker = e.active.Breaker().Stats()
+		st.Synced = e.active.HasSynced()
+	}
+	if hs, ok := r.engine.Status(e.cluster); ok {
+		st.Hysteresis = hs
+	}
+	return st
+}
+
+// OnDeregister adds a cleanup hook run (in the order added) when a member
+// is deregistered, before the Secret's finalizer is removed. Add hooks
+// before the manager starts.
+func (r *Registry) OnDeregister(name string, fn CleanupFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hooks = append(r.hooks, hook{name, fn})
+}
+
+func (r *Registry) hooksCopy() []hook {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]hook(nil), r.hooks...)
+}
+
+// Subscribe returns a subscription to registry events. Every member
+// registered at the time is replayed first as MemberAdded. Events are
+// queued without bound, so a slow subscriber never blocks leafsync; Close
+// the subscription when done.
+func (r *Registry) Subscribe() *Subscription {
+	s := &Subscription{r: r, signal: make(chan struct{}, 1), done: make(chan struct{}), out: make(chan Event)}
+	r.mu.Lock()
+	names := make([]string, 0, len(r.entries))
+	for n := range r.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e := r.entries[n]
+		s.queue = append(s.queue, Event{Type: MemberAdded, Cluster: n, Member: e.member()})
+	}
+	r.subs[s] = struct{}{}
+	r.mu.Unlock()
+	go s.pump()
+	s.notify()
+	return s
+}
+
+// publishLocked queues ev for every subscriber; r.mu must be held, which
+// keeps events in order.
+func (r *Registry) publishLocked(ev Event) {
+	for s := range r.subs {
+		s.push(ev)
+	}
+}
+
+// Subscription delivers registry events in order on Events().
+type Subscription struct {
+	r      *Registry
+	mu     sync.Mutex
+	queue  []Event
+	signal chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	out    chan Event
+}
+
+// Events returns the channel of events; it is closed after Close.
+func (s *Subscription) Events() <-chan Event { return s.out }
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		s.r.mu.Lock()
+		delete(s.r.subs, s)
+		s.r.mu.Unlock()
+		close(s.done)
+	})
+}
+
+func (s *Subscription) push(ev Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ev)
+	s.mu.Unlock()
+	s.notify()
+}
+
+func (s *Subscription) notify() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Subscription) pump() {
+	defer close(s.out)
+	for {
+		s.mu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, ev := range q {
+			select {
+			case s.out <- ev:
+			case <-s.done:
+				return
+			}
+		}
+		select {
+		case <-s.signal:
+		case <-s.done:
+			return
+		}
+	}
+}
