@@ -121,7 +121,7 @@ func TestComputeNodeSelectorAndMixedZones(t *testing.T) {
 		memberNode("c", true, map[string]string{"cpu": "4"}, map[string]string{"pool": "system", corev1.LabelTopologyZone: "z1"}, "v1.35.0"),
 	}
 	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: nodes,
-		Status: hysteresis.Status{State: hysteresis.Ready},
+		Status:  hysteresis.Status{State: hysteresis.Ready},
 		Options: Options{NodeSelector: labels.SelectorFromSet(labels.Set{"pool": "leaf"})}})
 	if cpu := d.Allocatable["cpu"]; cpu.Cmp(resource.MustParse("8")) != 0 {
 		t.Errorf("cpu %s, want 8 (selector keeps a and b)", cpu.String())
