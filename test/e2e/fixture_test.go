@@ -31,7 +31,7 @@ hysteresis:
   readyAfter: 4s
   window: 60s
 leaves:
-  leaseRenewInterval: 2s
+  leaseRenewInterval: 1s
   leaseDuration: 40s
   leaseRenewTimeout: 8s
   conditionHeartbeat: 30s
@@ -39,7 +39,7 @@ leaves:
 leaderElection:
   leaseDuration: 4s
   renewDeadline: 3s
-  retryPeriod: 1s
+  retryPeriod: 500ms
 members:
   probeTimeout: 1s
 `
