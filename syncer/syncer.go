@@ -4,6 +4,7 @@
 package syncer
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/leaves"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/syncer/store"
 )
 
 // CacheOptions restricts what the manager's cache may watch. Secrets are
@@ -75,7 +77,17 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clusters controller: %w", err)
 	}
-	return setupLeaves(mgr, cfg, ctl.Registry(), fleet)
+	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet); err != nil {
+		return err
+	}
+	// State that must survive restarts; the in-memory store until the
+	// durable backends are wired (issue: durable state).
+	keeper := store.NewKeeper(store.NewMemory(), mgr.GetLogger().WithName("store"))
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { keeper.Run(ctx); return nil })); err != nil {
+		return err
+	}
+	_ = keeper // handed to pod sync (issue: pod sync)
+	return nil
 }
 
 // setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.

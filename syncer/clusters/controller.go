@@ -270,6 +270,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// A Secret relabelled to another cluster deregisters the old one.
 	if e := c.entryBySecret(key); e != nil && e.cluster != cluster {
 		if err := c.teardown(ctx, &s, e.cluster, true); err != nil {
+			_, _ = c.writeStatus(ctx, &s)
 			return reconcile.Result{}, err
 		}
 	}
@@ -303,6 +304,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if err := c.apply(spec); err != nil {
 		log.Error(err, "building member runtime")
+		if _, ok := c.reg.Member(spec.Cluster); !ok {
+			c.opts.Engine.Remove(spec.Cluster) // nothing will observe it
+		}
 		re := &registration.Error{Reason: ReasonClientSetupFailed, Message: fmt.Sprintf(
 			"cannot build a client from the kubeconfig: %v; fix data.kubeconfig", err)}
 		return c.refused(ctx, &s, cluster, re)
@@ -595,6 +599,7 @@ func (c *Controller) deregister(ctx context.Context, s *corev1.Secret) (reconcil
 	}
 	if controllerutil.ContainsFinalizer(s, registration.Finalizer) {
 		if err := c.teardown(ctx, s, cluster, true); err != nil {
+			_, _ = c.writeStatus(ctx, s)
 			return reconcile.Result{}, err
 		}
 		if s.DeletionTimestamp.IsZero() {
@@ -657,8 +662,8 @@ func (c *Controller) teardown(ctx context.Context, s *corev1.Secret, cluster str
 	}
 	c.setStatus(Status{Cluster: cluster, Secret: d.Secret, Phase: PhaseTerminating, Reason: ReasonDeregistering, Message: "removing what leafsync created for the cluster"})
 	if err := c.runHooks(ctx, d); err != nil {
+		// The caller writes this status (annotations and a Warning Event).
 		c.setStatus(Status{Cluster: cluster, Secret: d.Secret, Phase: PhaseTerminating, Reason: ReasonCleanupFailed, Message: err.Error()})
-		c.event(s, corev1.EventTypeWarning, ReasonCleanupFailed, "Deregister", err.Error())
 		return err
 	}
 	return nil
@@ -772,6 +777,14 @@ func (c *Controller) writeStatus(ctx context.Context, s *corev1.Secret) (reconci
 		return reconcile.Result{}, nil
 	}
 	msg := truncate(st.Message, 1000)
+	if st.Reason == ReasonConnecting {
+		switch Phase(s.Annotations[registration.AnnotationStatus]) {
+		case PhaseConnected, PhaseUnreachable, PhaseUnauthorized, PhaseMisconfigured:
+			// leafsync restarted: keep the last known connection state
+			// until the first probe says otherwise (no write, no Event).
+			return reconcile.Result{}, nil
+		}
+	}
 	if s.Annotations[registration.AnnotationStatus] == string(st.Phase) &&
 		s.Annotations[registration.AnnotationStatusReason] == st.Reason &&
 		// Connection messages carry changing error details; only a
