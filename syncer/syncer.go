@@ -77,6 +77,9 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clusters controller: %w", err)
 	}
+	if err := setupMetrics(ctl.Registry(), fleet); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet); err != nil {
 		return err
 	}

@@ -532,3 +532,67 @@ func TestOtherNamespaceIgnored(t *testing.T) {
 		t.Error("Secret in another namespace registered a member")
 	}
 }
+
+func TestRestartIsQuiet(t *testing.T) {
+	e := newEnv(t)
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, 0)
+	e.mustReconcile("east")
+	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
+	e.ctl.Shutdown()
+
+	// A new leafsync process: same Secret, fresh controller.
+	ctl2, err := New(e.c, e.ctl.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl2.Shutdown()
+	e.ctl = ctl2
+	n := len(e.rec.events)
+	e.mustReconcile("east")
+	if got := e.phase("east"); got != "Connected/MemberConnected" {
+		t.Errorf("status after restart: %q", got)
+	}
+	m, ok := ctl2.Registry().Member("east")
+	if !ok {
+		t.Fatal("not registered after restart")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !m.Runtime.Prober().Last().OK {
+		if time.Now().After(deadline) {
+			t.Fatal("no successful probe after restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.mustReconcile("east")
+	if len(e.rec.events) != n {
+		t.Errorf("a restart produced events: %v", e.rec.events[n:])
+	}
+}
+
+func TestSubscriptionSeesStateChanges(t *testing.T) {
+	e := newEnv(t)
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, 0)
+	e.mustReconcile("east")
+	// A late subscriber gets the member replayed first.
+	sub := e.ctl.Registry().Subscribe()
+	defer sub.Close()
+	ev := <-sub.Events()
+	if ev.Type != MemberAdded || ev.Member.Runtime == nil || ev.Member.Spec.LeafName != "leaf-east" {
+		t.Fatalf("replayed event = %+v", ev)
+	}
+	e.srv.SetReady(http.StatusInternalServerError)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == StateChanged {
+				if ev.Transition.From != hysteresis.Ready || ev.Transition.To != hysteresis.Suspect || ev.Hysteresis.State != hysteresis.Suspect {
+					t.Errorf("transition = %+v", ev.Transition)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no StateChanged event")
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
@@ -152,7 +153,11 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 	}
 	c.mu.Unlock()
 	w := leafnode.Writer{Client: c.opts.Host, Name: d.LeafName}
-	return w.Delete(ctx)
+	if err := w.Delete(ctx); err != nil {
+		return err
+	}
+	metrics.ForgetCluster(d.Cluster)
+	return nil
 }
 
 func (c *Controller) stopAll() {
@@ -214,6 +219,11 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 			return ok && st.State.LeafReady()
 		},
 		OnRenew: func(lag time.Duration, err error) {
+			if err != nil {
+				metrics.LeaseRenewalFailuresVec.WithLabelValues(l.cluster).Inc()
+			} else {
+				metrics.LeaseRenewalLagVec.WithLabelValues(l.cluster).Observe(lag.Seconds())
+			}
 			if c.opts.OnRenew != nil {
 				c.opts.OnRenew(l.cluster, lag, err)
 			}
@@ -340,7 +350,15 @@ func (l *leaf) sync(ctx context.Context) error {
 		// resources are unknown, not zero.
 		d.Capacity, d.Allocatable = nil, nil
 	}
-	return l.writer.Sync(ctx, d)
+	before := l.writer.Writes
+	err := l.writer.Sync(ctx, d)
+	metrics.LeafWritesVec.WithLabelValues(l.cluster).Add(float64(l.writer.Writes - before))
+	if err == nil && d.Allocatable != nil {
+		for name, q := range d.Allocatable {
+			metrics.LeafAllocatableVec.WithLabelValues(l.cluster, string(name)).Set(q.AsApproximateFloat64())
+		}
+	}
+	return err
 }
 
 func (l *leaf) options(m clusters.Member) leafnode.Options {

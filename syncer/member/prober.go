@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/metrics"
 )
 
 // ObserveFunc receives every probe outcome of a member.
@@ -114,10 +115,17 @@ func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
 	timeout := min(p.timeout, p.interval())
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := time.Now()
 	obs := p.do(pctx, timeout)
 	if ctx.Err() != nil {
 		return obs, false
 	}
+	result := "ok"
+	if !obs.OK {
+		result = obs.Class.String()
+	}
+	metrics.ProbeResultsVec.WithLabelValues(p.cluster, result).Inc()
+	metrics.ProbeDurationVec.WithLabelValues(p.cluster).Observe(time.Since(start).Seconds())
 	p.mu.Lock()
 	p.last = obs
 	p.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -179,6 +181,16 @@ func TestProberBreakerOpen(t *testing.T) {
 	// Failing fast keeps the class of the failures that opened the breaker.
 	if obs.OK || obs.Class != hysteresis.ClassServer || !strings.Contains(obs.Detail, "circuit breaker") {
 		t.Fatalf("got %+v", obs)
+	}
+	// Client calls share the breaker: they fail fast too, without a request.
+	before := rt.Breaker().Stats().Rejected
+	_, err = rt.Client().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	var open *BreakerOpenError
+	if !errors.As(err, &open) {
+		t.Fatalf("client call: err = %v, want *BreakerOpenError", err)
+	}
+	if rt.Breaker().Stats().Rejected != before+1 {
+		t.Errorf("rejected %d -> %d", before, rt.Breaker().Stats().Rejected)
 	}
 }
 

@@ -1,0 +1,188 @@
+// Package metrics defines every Prometheus metric leafsync exports, on the
+// controller-runtime metrics endpoint. Each metric is declared once, in
+// Specs; docs/metrics.md is generated from Specs (go test ./syncer/metrics
+// -update), and a test fails when the doc is stale.
+//
+// Label cardinality is bounded: labels are cluster names, states, classes,
+// causes and outcomes — never pod names.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Kind is a metric type.
+type Kind string
+
+// Metric kinds.
+const (
+	Counter   Kind = "counter"
+	Gauge     Kind = "gauge"
+	Histogram Kind = "histogram"
+)
+
+// Spec describes one metric.
+type Spec struct {
+	Name   string
+	Kind   Kind
+	Help   string
+	Labels []string
+	// Buckets of a histogram (seconds).
+	Buckets []float64
+	// Group is the section of docs/metrics.md.
+	Group string
+}
+
+var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Lease renewal lag spans from milliseconds to the KCM grace period (50s).
+var lagBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 40, 50}
+
+// Specs of the metrics recorded as things happen. The per-cluster state
+// metrics (engine, breaker, registration) are read at scrape time from the
+// engine and the registry; they are in StateSpecs.
+var (
+	ProbeResults = spec(Spec{Group: "Probes", Name: "leafsync_probe_results_total", Kind: Counter,
+		Help:   "Probes of member API servers (GET /readyz) by result: ok, or the failure class network, server, auth or config.",
+		Labels: []string{"cluster", "result"}})
+	ProbeDuration = spec(Spec{Group: "Probes", Name: "leafsync_probe_duration_seconds", Kind: Histogram,
+		Help:   "Time a probe of a member API server took, successful or not.",
+		Labels: []string{"cluster"}, Buckets: latencyBuckets})
+	LeaseRenewalLag = spec(Spec{Group: "Leaf nodes", Name: "leafsync_lease_renewal_lag_seconds", Kind: Histogram,
+		Help:   "How late a leaf's Lease renewal landed after it was due. Near the KCM grace period (50s by default) a leaf is about to be marked Unknown.",
+		Labels: []string{"cluster"}, Buckets: lagBuckets})
+	LeaseRenewalFailures = spec(Spec{Group: "Leaf nodes", Name: "leafsync_lease_renewal_failures_total", Kind: Counter,
+		Help:   "Rounds of leaf Lease renewal that failed until the next renewal was due (each round retries several times).",
+		Labels: []string{"cluster"}})
+	LeafWrites = spec(Spec{Group: "Leaf nodes", Name: "leafsync_leaf_writes_total", Kind: Counter,
+		Help:   "Writes of leaf Node objects (create, labels and taints, status). Steady growth without member changes would be a write storm.",
+		Labels: []string{"cluster"}})
+	LeafAllocatable = spec(Spec{Group: "Leaf nodes", Name: "leafsync_leaf_allocatable", Kind: Gauge,
+		Help:   "Allocatable resources of a leaf node, as advertised to the host scheduler (cores for cpu, bytes for memory and storage, counts otherwise).",
+		Labels: []string{"cluster", "resource"}})
+	SyncedPods = spec(Spec{Group: "Pods", Name: "leafsync_synced_pods", Kind: Gauge,
+		Help:   "Host pods bound to a member's leaf that leafsync keeps in the member.",
+		Labels: []string{"cluster"}})
+	PodDeletes = spec(Spec{Group: "Pods", Name: "leafsync_pod_deletes_total", Kind: Counter,
+		Help:   "Host deletions of synced pods by cause (user, eviction_api, preemption, taint_manager, pod_gc) and what leafsync did downstream: forwarded, stale_deferred, stale_retained, owed, adopted, reaped.",
+		Labels: []string{"cluster", "cause", "outcome"}})
+	OwedDeletes = spec(Spec{Group: "Pods", Name: "leafsync_pending_deletes", Kind: Gauge,
+		Help:   "Downstream deletes waiting, by kind: owed (member was down), deferred (stale eviction kept until the replacement is Ready), retained (kept as an orphan).",
+		Labels: []string{"cluster", "kind"}})
+	PodSyncDuration = spec(Spec{Group: "Pods", Name: "leafsync_pod_sync_duration_seconds", Kind: Histogram,
+		Help:   "Time to bring one pod in line between host and member.",
+		Labels: []string{"cluster"}, Buckets: latencyBuckets})
+	StoreWriteDuration = spec(Spec{Group: "State store", Name: "leafsync_store_write_duration_seconds", Kind: Histogram,
+		Help:   "Time one state-store write took, by backend.",
+		Labels: []string{"backend"}, Buckets: latencyBuckets})
+	StoreWriteErrors = spec(Spec{Group: "State store", Name: "leafsync_store_write_errors_total", Kind: Counter,
+		Help:   "Failed state-store writes by backend and reason (conflict, unavailable, other). State stays in memory and is retried.",
+		Labels: []string{"backend", "reason"}})
+	StorePendingWrites = spec(Spec{Group: "State store", Name: "leafsync_store_pending_writes", Kind: Gauge,
+		Help: "Clusters whose latest state is not yet written to the store."})
+	AdmissionDecisions = spec(Spec{Group: "Admission", Name: "leafsync_admission_decisions_total", Kind: Counter,
+		Help:   "Decisions of leafsync's admission guard by result (allowed, denied).",
+		Labels: []string{"result"}})
+)
+
+// Specs of the metrics computed at scrape time (see StateCollector).
+var (
+	MemberState = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_state", Kind: Gauge,
+		Help:   "The readiness decision for a member, one-hot: 1 for its current state (Ready, Suspect, NotReady, Recovering), 0 for the others.",
+		Labels: []string{"cluster", "state"}})
+	MemberCordoned = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_cordoned", Kind: Gauge,
+		Help:   "1 while a member's leaf carries the leafsync.io/unreachable:NoSchedule cordon taint.",
+		Labels: []string{"cluster"}})
+	FlapPenalty = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_flap_penalty", Kind: Gauge,
+		Help:   "Flap-damping penalty of a member (RFC 2439 style: grows per flap, decays with the half-life; above `suppress` the leaf is cordoned).",
+		Labels: []string{"cluster"}})
+	FlapsSuppressed = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_flaps_suppressed_total", Kind: Counter,
+		Help:   "Failures of a member that ended before notReadyAfter: flaps that did not make the leaf NotReady.",
+		Labels: []string{"cluster"}})
+	Transitions = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_transitions_total", Kind: Counter,
+		Help:   "State transitions of a member's readiness decision.",
+		Labels: []string{"cluster", "from", "to"}})
+	StateSeconds = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_state_seconds_total", Kind: Counter,
+		Help:   "Time a member has spent in each state.",
+		Labels: []string{"cluster", "state"}})
+	MassDisconnect = spec(Spec{Group: "Readiness engine", Name: "leafsync_mass_disconnect_active", Kind: Gauge,
+		Help: "1 while the mass-disconnect guard holds: so many members fail at once that the fault is most likely leafsync's own, and no member is made NotReady."})
+	BreakerState = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_state", Kind: Gauge,
+		Help:   "State of a member's circuit breaker: 0 closed, 1 half-open, 2 open (calls fail fast).",
+		Labels: []string{"cluster"}})
+	BreakerTransitions = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_transitions_total", Kind: Counter,
+		Help:   "Circuit-breaker state changes of a member, by the state entered.",
+		Labels: []string{"cluster", "to"}})
+	BreakerRejected = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_rejected_total", Kind: Counter,
+		Help:   "Calls to a member failed fast by its open circuit breaker, without network traffic.",
+		Labels: []string{"cluster"}})
+	RegistrationProblem = spec(Spec{Group: "Registration", Name: "leafsync_registration_problem", Kind: Gauge,
+		Help:   "1 while a registration Secret has a problem a person should look at (refused kubeconfig, unreachable, TLS, auth); the reason label says which.",
+		Labels: []string{"cluster", "reason"}})
+)
+
+var all []Spec
+
+func spec(s Spec) Spec {
+	all = append(all, s)
+	return s
+}
+
+// Specs returns every metric leafsync exports, in declaration order.
+func Specs() []Spec { return append([]Spec(nil), all...) }
+
+// Recorders of event-driven metrics.
+var (
+	ProbeResultsVec         = counterVec(ProbeResults)
+	ProbeDurationVec        = histogramVec(ProbeDuration)
+	LeaseRenewalLagVec      = histogramVec(LeaseRenewalLag)
+	LeaseRenewalFailuresVec = counterVec(LeaseRenewalFailures)
+	LeafWritesVec           = counterVec(LeafWrites)
+	LeafAllocatableVec      = gaugeVec(LeafAllocatable)
+	SyncedPodsVec           = gaugeVec(SyncedPods)
+	PodDeletesVec           = counterVec(PodDeletes)
+	PendingDeletesVec       = gaugeVec(OwedDeletes)
+	PodSyncDurationVec      = histogramVec(PodSyncDuration)
+	StoreWriteDurationVec   = histogramVec(StoreWriteDuration)
+	StoreWriteErrorsVec     = counterVec(StoreWriteErrors)
+	StorePendingWritesGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: StorePendingWrites.Name, Help: StorePendingWrites.Help})
+	AdmissionDecisionsVec   = counterVec(AdmissionDecisions)
+)
+
+func counterVec(s Spec) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+func gaugeVec(s Spec) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+func histogramVec(s Spec) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: s.Buckets}, s.Labels)
+}
+
+// Register adds every event-driven metric to reg.
+func Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec,
+		LeafWritesVec, LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec,
+		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec, StorePendingWritesGauge,
+		AdmissionDecisionsVec,
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ForgetCluster drops a deregistered cluster's series, so that a removed
+// member does not linger on dashboards.
+func ForgetCluster(cluster string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec, LeafWritesVec,
+		LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec, PodSyncDurationVec} {
+		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	}
+}

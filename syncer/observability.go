@@ -1,0 +1,44 @@
+package syncer
+
+import (
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/metrics"
+)
+
+// setupMetrics registers leafsync's metrics on the manager's metrics
+// endpoint. Per-member state is read from the registry and the engine at
+// scrape time.
+func setupMetrics(reg *clusters.Registry, fleet *hysteresis.Fleet) error {
+	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	return ctrlmetrics.Registry.Register(metrics.NewStateCollector(func() []metrics.ClusterState {
+		statuses := reg.Statuses()
+		out := make([]metrics.ClusterState, 0, len(statuses))
+		for _, st := range statuses {
+			if st.Cluster == "" {
+				continue
+			}
+			cs := metrics.ClusterState{
+				Cluster:              st.Cluster,
+				Hysteresis:           st.Hysteresis,
+				BreakerState:         int(st.Breaker.State),
+				BreakerOpened:        st.Breaker.Opened,
+				BreakerHalfOpened:    st.Breaker.HalfOpened,
+				BreakerClosed:        st.Breaker.Closed,
+				BreakerRejectedCalls: st.Breaker.Rejected,
+			}
+			if c, ok := fleet.Counters(st.Cluster); ok {
+				cs.Counters = c
+			}
+			if st.Warning() {
+				cs.Problem = st.Reason
+			}
+			out = append(out, cs)
+		}
+		return out
+	}))
+}
