@@ -19,6 +19,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/config"
 	"github.com/leafsync/leafsync/syncer/leaves"
 	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/registration"
 	"github.com/leafsync/leafsync/syncer/store"
 )
@@ -86,6 +87,7 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	// State that must survive restarts; the in-memory store until the
 	// durable backends are wired (issue: durable state).
 	keeper := store.NewKeeper(store.NewMemory(), mgr.GetLogger().WithName("store"))
+	metrics.InitStore("memory")
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { keeper.Run(ctx); return nil })); err != nil {
 		return err
 	}

@@ -193,6 +193,7 @@ type handlerRef struct {
 }
 
 func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf {
+	metrics.InitCluster(m.Cluster())
 	ctx, cancel := context.WithCancel(parent)
 	l := &leaf{
 		c:       c,

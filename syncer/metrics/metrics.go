@@ -80,9 +80,16 @@ var (
 		Labels: []string{"backend", "reason"}})
 	StorePendingWrites = spec(Spec{Group: "State store", Name: "leafsync_store_pending_writes", Kind: Gauge,
 		Help: "Clusters whose latest state is not yet written to the store."})
-	AdmissionDecisions = spec(Spec{Group: "Admission", Name: "leafsync_admission_decisions_total", Kind: Counter,
-		Help:   "Decisions of leafsync's admission guard by result (allowed, denied).",
-		Labels: []string{"result"}})
+)
+
+// Label values of bounded label sets, initialised to zero for every member
+// so that rate() and increase() have series from the start.
+var (
+	ProbeResultValues  = []string{"ok", "network", "server", "auth", "config"}
+	DeleteCauses       = []string{"user", "eviction_api", "preemption", "taint_manager", "pod_gc"}
+	DeleteOutcomes     = []string{"forwarded", "stale_deferred", "stale_retained", "owed", "adopted", "reaped"}
+	PendingDeleteKinds = []string{"owed", "deferred", "retained"}
+	StoreErrorReasons  = []string{"conflict", "unavailable", "other"}
 )
 
 // Specs of the metrics computed at scrape time (see StateCollector).
@@ -146,7 +153,6 @@ var (
 	StoreWriteDurationVec   = histogramVec(StoreWriteDuration)
 	StoreWriteErrorsVec     = counterVec(StoreWriteErrors)
 	StorePendingWritesGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: StorePendingWrites.Name, Help: StorePendingWrites.Help})
-	AdmissionDecisionsVec   = counterVec(AdmissionDecisions)
 )
 
 func counterVec(s Spec) *prometheus.CounterVec {
@@ -167,13 +173,42 @@ func Register(reg prometheus.Registerer) error {
 		ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec,
 		LeafWritesVec, LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec,
 		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec, StorePendingWritesGauge,
-		AdmissionDecisionsVec,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// InitCluster creates a member's series at zero, so that dashboards and
+// alerts see every member from its registration on, not from its first event.
+func InitCluster(cluster string) {
+	for _, r := range ProbeResultValues {
+		ProbeResultsVec.WithLabelValues(cluster, r)
+	}
+	ProbeDurationVec.WithLabelValues(cluster)
+	LeaseRenewalLagVec.WithLabelValues(cluster)
+	LeaseRenewalFailuresVec.WithLabelValues(cluster)
+	LeafWritesVec.WithLabelValues(cluster)
+	SyncedPodsVec.WithLabelValues(cluster)
+	for _, c := range DeleteCauses {
+		for _, o := range DeleteOutcomes {
+			PodDeletesVec.WithLabelValues(cluster, c, o)
+		}
+	}
+	for _, k := range PendingDeleteKinds {
+		PendingDeletesVec.WithLabelValues(cluster, k)
+	}
+	PodSyncDurationVec.WithLabelValues(cluster)
+}
+
+// InitStore creates the state store's series at zero for a backend.
+func InitStore(backend string) {
+	StoreWriteDurationVec.WithLabelValues(backend)
+	for _, r := range StoreErrorReasons {
+		StoreWriteErrorsVec.WithLabelValues(backend, r)
+	}
 }
 
 // ForgetCluster drops a deregistered cluster's series, so that a removed

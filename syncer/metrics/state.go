@@ -75,9 +75,9 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(BreakerTransitions, float64(m.BreakerHalfOpened), cl, "half-open")
 		counter(BreakerTransitions, float64(m.BreakerClosed), cl, "closed")
 		counter(BreakerRejected, float64(m.BreakerRejectedCalls), cl)
-		if m.Problem != "" {
-			gauge(RegistrationProblem, 1, cl, m.Problem)
-		}
+		// A healthy member has the series at 0 (reason ""), so that the
+		// metric exists for every member, not only for broken ones.
+		gauge(RegistrationProblem, b2f(m.Problem != ""), cl, m.Problem)
 		if m.Hysteresis.Held {
 			held = 1
 		}

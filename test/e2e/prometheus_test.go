@@ -1,0 +1,195 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+const (
+	dashboardFile = "../../charts/leafsync/files/dashboard.json"
+	alertsFile    = "../../charts/leafsync/files/alerts.yaml"
+)
+
+// TestAlertRules checks the rules file and runs promtool's unit tests of
+// every alert (test/prometheus/alerts_test.yaml).
+func TestAlertRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found: install Debian's package prometheus")
+	}
+	for _, args := range [][]string{
+		{"check", "rules", alertsFile},
+		{"test", "rules", "../prometheus/alerts_test.yaml"},
+	} {
+		out, err := exec.Command(promtool, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool %v: %v\n%s", args, err, out)
+		}
+		t.Logf("promtool %v:\n%s", args, out)
+	}
+}
+
+// TestPrometheusScrapesAFlap: a real Prometheus scrapes the real leafsync
+// while one member flaps and another goes down for longer than
+// notReadyAfter; then every expression of the dashboard and of the alert
+// rules is evaluated through Prometheus's HTTP API. Each must parse; every
+// metric they use must have data; the flap shows in the flaps-suppressed
+// counter and the outage in the transitions counter.
+func TestPrometheusScrapesAFlap(t *testing.T) {
+	f := newFleet(t, harness.HostOptions{},
+		harness.MemberOptions{Name: "member-a", Nodes: 1, Pods: 1},
+		harness.MemberOptions{Name: "member-b", Nodes: 1})
+	ls := f.startLeafsync(t, "leafsync")
+	prom := harness.StartPrometheus(t, []string{ls.MetricsAddr}, []string{alertsFile})
+	f.register(t, "member-a", nil)
+	f.register(t, "member-b", nil)
+	f.waitLeafReady(t, "leaf-member-a", time.Minute)
+	f.waitLeafReady(t, "leaf-member-b", time.Minute)
+	ctx := context.Background()
+
+	// The scripted flap: member-a is cut for 4s (< notReadyAfter 10s);
+	// member-b for 15s (> notReadyAfter), then both heal.
+	f.members["member-b"].proxy.Cut()
+	f.members["member-a"].proxy.Cut()
+	time.Sleep(4 * time.Second)
+	if err := f.members["member-a"].proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(11 * time.Second)
+	if err := f.members["member-b"].proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	f.waitLeafReady(t, "leaf-member-b", time.Minute)
+
+	waitSeries := func(expr string, min float64) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, expr, func() error {
+			r, err := prom.Query(ctx, expr)
+			if err != nil {
+				return err
+			}
+			v, ok := r.Value()
+			if !ok {
+				return fmt.Errorf("no data")
+			}
+			if n, _ := strconv.ParseFloat(v, 64); n < min {
+				return fmt.Errorf("value %s, want >= %v", v, min)
+			}
+			return nil
+		})
+	}
+	waitSeries(`leafsync_member_flaps_suppressed_total{cluster="member-a"}`, 1)
+	waitSeries(`leafsync_member_transitions_total{cluster="member-b",from="Suspect",to="NotReady"}`, 1)
+	waitSeries(`leafsync_member_transitions_total{cluster="member-b",from="Recovering",to="Ready"}`, 1)
+	waitSeries(`max_over_time(leafsync_breaker_state{cluster="member-b"}[5m])`, 2)
+	waitSeries(`leafsync_member_state{cluster="member-a",state="Ready"}`, 1)
+	// Lease renewals were observed.
+	waitSeries(`leafsync_lease_renewal_lag_seconds_count{cluster="member-a"}`, 1)
+
+	exprs := dashboardExprs(t)
+	dash := len(exprs)
+	exprs = append(exprs, alertExprs(t)...)
+	metric := regexp.MustCompile(`leafsync_[a-z_]+`)
+	checked := map[string]bool{}
+	for i, e := range exprs {
+		r, err := prom.Query(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != "success" {
+			t.Errorf("%q does not evaluate: %s %s", e, r.ErrorType, r.Error)
+			continue
+		}
+		// Dashboard queries have no filters: each returns data. Alert
+		// expressions end in a threshold and are empty while quiet; the
+		// metrics they read must have data.
+		if i < dash && len(r.Data.Result) == 0 {
+			t.Errorf("dashboard query %q returned no data", e)
+		}
+		for _, name := range metric.FindAllString(e, -1) {
+			if checked[name] {
+				continue
+			}
+			checked[name] = true
+			r, err := prom.Query(ctx, "count({__name__=\""+name+"\"})")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.Value(); !ok {
+				t.Errorf("metric %s (used by %q) has no series in Prometheus", name, e)
+			}
+		}
+	}
+	t.Logf("%d dashboard and %d alert expressions evaluated; %d metrics have data", dash, len(exprs)-dash, len(checked))
+
+	// The alert rules were loaded and evaluated by Prometheus itself.
+	r, err := prom.Query(ctx, `count(ALERTS{alertname="LeafsyncMemberNotReady"}) or vector(0)`)
+	if err != nil || r.Status != "success" {
+		t.Fatalf("ALERTS query: %v %+v", err, r)
+	}
+}
+
+func dashboardExprs(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			// Grafana would substitute the cluster variable; "All" is ".*".
+			out = append(out, strings.ReplaceAll(tg.Expr, "$cluster", ".*"))
+		}
+	}
+	return out
+}
+
+func alertExprs(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Expr string `json:"expr"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			out = append(out, r.Expr)
+		}
+	}
+	return out
+}
