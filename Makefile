@@ -15,8 +15,9 @@ E2E_RUN ?= .
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-build: ## build bin/leafsync
+build: ## build bin/leafsync (and bin/kubectl-leafsync, the kubectl plugin name)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/leafsync ./cmd/leafsync
+	ln -sf leafsync $(BIN)/kubectl-leafsync
 
 tools: ## build the control-plane binaries tests run (from source, cached in bin/)
 	test/tools/build.sh

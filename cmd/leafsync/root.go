@@ -24,6 +24,7 @@ forwarded.`,
 		newRegisterCommand(),
 		newVersionCommand(),
 		newSimulateCommand(),
+		newStatusCommand(),
 	)
 	return root
 }

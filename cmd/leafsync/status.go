@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/syncer/registration"
+)
+
+// MemberStatus is one row of `leafsync status`.
+type MemberStatus struct {
+	Cluster    string `json:"cluster"`
+	Secret     string `json:"secret"`
+	Leaf       string `json:"leaf"`
+	State      string `json:"state"`
+	Since      string `json:"since,omitempty"`
+	Cordoned   bool   `json:"cordoned"`
+	Penalty    string `json:"penalty,omitempty"`
+	Link       string `json:"link"`
+	SyncedPods int    `json:"syncedPods"`
+	Owed       string `json:"owedDeletes,omitempty"`
+	LastError  string `json:"lastError,omitempty"`
+}
+
+// statusReader gathers MemberStatus rows from the host; the store adds
+// penalty and owed deletes when it can be read.
+type statusReader struct {
+	host      kubernetes.Interface
+	namespace string
+	// fromStore fills engine details (penalty, owed deletes) from the
+	// state store; nil when unavailable.
+	fromStore func(ctx context.Context, row *MemberStatus) error
+}
+
+func (r statusReader) read(ctx context.Context) ([]MemberStatus, error) {
+	secrets, err := r.host.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: registration.LabelCluster})
+	if err != nil {
+		return nil, fmt.Errorf("listing registration Secrets in %s: %w", r.namespace, err)
+	}
+	var rows []MemberStatus
+	for _, s := range secrets.Items {
+		cluster := s.Labels[registration.LabelCluster]
+		leaf := s.Annotations[registration.AnnotationLeafName]
+		if leaf == "" {
+			leaf = "leaf-" + cluster
+		}
+		row := MemberStatus{
+			Cluster: cluster, Secret: s.Name, Leaf: leaf, State: "-",
+			Link: s.Annotations[registration.AnnotationStatus],
+		}
+		if reason := s.Annotations[registration.AnnotationStatusReason]; row.Link != "Connected" && reason != "" {
+			row.LastError = reason + ": " + s.Annotations[registration.AnnotationStatusMessage]
+		}
+		node, err := r.host.CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{})
+		if err == nil {
+			row.State, row.Since = leafState(node)
+			for _, t := range node.Spec.Taints {
+				row.Cordoned = row.Cordoned || t.Key == leafnode.TaintUnreachable
+			}
+			pods, err := r.host.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", leaf).String()})
+			if err == nil {
+				row.SyncedPods = len(pods.Items)
+			}
+		}
+		if r.fromStore != nil {
+			if err := r.fromStore(ctx, &row); err != nil && row.LastError == "" {
+				row.LastError = "state store: " + err.Error()
+			}
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Cluster < rows[j].Cluster })
+	return rows, nil
+}
+
+// leafState maps the leaf's Ready condition (written by leafsync from the
+// engine's decision) back to the engine state.
+func leafState(n *corev1.Node) (state, since string) {
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		since = c.LastTransitionTime.UTC().Format(time.RFC3339)
+		switch c.Reason {
+		case leafnode.ReasonMemberReachable:
+			return "Ready", since
+		case leafnode.ReasonMemberSuspect:
+			return "Suspect", since
+		case leafnode.ReasonMemberUnreachable:
+			return "NotReady", since
+		case leafnode.ReasonMemberRecovering:
+			return "Recovering", since
+		}
+		// Not written by leafsync (KCM marked it Unknown: leafsync is not
+		// renewing the Lease).
+		return "Unknown(" + c.Reason + ")", since
+	}
+	return "-", ""
+}
+
+func newStatusCommand() *cobra.Command {
+	var kubeconfig, namespace, output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every registered member: state, cordon, link, synced pods, last error",
+		Long: `status reads the host cluster (registration Secrets, leaf Nodes and their
+pods) and prints one row per registered member. Installed on PATH as
+kubectl-leafsync, it also runs as "kubectl leafsync status".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" && output != "yaml" {
+				return fmt.Errorf("-o %q: must be table, json or yaml", output)
+			}
+			cfg, err := cliRESTConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			host, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			rows, err := statusReader{host: host, namespace: namespace}.read(ctx)
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), rows, output)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "host cluster kubeconfig (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "leafsync-system", "leafsync's namespace")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	return cmd
+}
+
+// cliRESTConfig loads the host config as kubectl does: --kubeconfig, else
+// $KUBECONFIG, else ~/.kube/config, else in-cluster.
+func cliRESTConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("host cluster config: %w", err)
+	}
+	cfg.UserAgent = "leafsync-cli/" + version
+	return cfg, nil
+}
+
+func printStatus(w io.Writer, rows []MemberStatus, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "yaml":
+		data, err := yaml.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tLEAF\tSTATE\tSINCE\tCORDONED\tPENALTY\tLINK\tSYNCED PODS\tOWED\tLAST ERROR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\t%s\n", r.Cluster, r.Leaf, r.State, dash(r.Since), r.Cordoned,
+			dash(r.Penalty), dash(r.Link), r.SyncedPods, dash(r.Owed), dash(truncate(r.LastError, 80)))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
