@@ -51,10 +51,13 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	if !heartbeatDue && statusMatches(node, d) {
 		return nil
 	}
-	if err := w.patchStatus(ctx, node, d, now, heartbeatDue || w.lastHeartbeat.IsZero()); err != nil {
+	// A Ready leaf's status write always carries a fresh heartbeat: KCM
+	// takes a Ready condition with an old lastHeartbeatTime (say, the one
+	// from before an outage) as a silent node and marks it Unknown again.
+	if err := w.patchStatus(ctx, node, d, now, d.Ready); err != nil {
 		return err
 	}
-	if heartbeatDue {
+	if d.Ready {
 		w.lastHeartbeat = now
 	}
 	return nil

@@ -155,6 +155,15 @@ func TestLeafNode(t *testing.T) {
 		if back < readyAfter {
 			t.Errorf("Ready %s after the heal, before readyAfter %s", back, readyAfter)
 		}
+		// Once Ready, the leaf stays Ready: KCM must not take it for a
+		// silent node (a stale heartbeat) and flip it back to Unknown.
+		rec := recordNode(t, f.host, leaf)
+		time.Sleep(2 * harness.DefaultTestTimings.NodeMonitorGracePeriod)
+		for _, o := range rec.observations(t) {
+			if o.ready != corev1.ConditionTrue {
+				t.Fatalf("leaf flipped to Ready=%s at %s after recovering", o.ready, o.at.Format(time.StampMilli))
+			}
+		}
 		harness.Eventually(t, 30*time.Second, "KCM's taints gone once the leaf is Ready", func() error {
 			n := f.node(t, leaf)
 			if hasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) || hasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule) {
