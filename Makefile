@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build tools test unit e2e lint demo clean
+.PHONY: help build tools prometheus test unit e2e lint demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -27,7 +27,11 @@ test: lint unit e2e ## everything CI runs: lint, unit tests, e2e against real co
 unit: ## unit tests (fast, no control plane)
 	$(GO) test -count=1 ./...
 
-e2e: tools build ## e2e suites against real kube-apiserver, KCM, etcd and kwok
+prometheus: ## Prometheus and promtool (Debian's package), for the metrics and alert tests
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+	  { echo "installing Debian's prometheus package"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+e2e: tools build prometheus ## e2e suites against real kube-apiserver, KCM, etcd, kwok and Prometheus
 	LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/...
 
 lint: ## gofmt and go vet (also over the e2e build tag)
