@@ -119,12 +119,18 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: corev1.NamespaceNodeLease},
 		Spec:       spec,
 	}
-	// Like a kubelet's, the Lease is owned by its Node, so it goes with it.
-	if node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{}); err == nil {
-		lease.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
-		}}
+	// Like a kubelet's, the Lease is owned by its Node, so it goes with it;
+	// no Node yet (the member was never reached), no Lease.
+	node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	lease.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+	}}
 	_, err = leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
 	return err
 }

@@ -39,6 +39,11 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	now := w.now()
 	node, err := w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		if d.Capacity == nil {
+			// A member never seen yet gets no leaf: an empty, Ready node
+			// would only confuse people and schedulers.
+			return nil
+		}
 		node, err = w.create(ctx, d)
 	}
 	if err != nil {

@@ -18,10 +18,15 @@ func setupMetrics(reg *clusters.Registry, fleet *hysteresis.Fleet) error {
 	return ctrlmetrics.Registry.Register(metrics.NewStateCollector(func() []metrics.ClusterState {
 		statuses := reg.Statuses()
 		out := make([]metrics.ClusterState, 0, len(statuses))
+		seen := make(map[string]bool, len(statuses))
 		for _, st := range statuses {
-			if st.Cluster == "" {
+			// One ClusterState per cluster: a Secret that loses to an older
+			// one for the same cluster (Duplicate) would repeat the
+			// cluster's series, and the whole scrape would fail (HTTP 500).
+			if st.Cluster == "" || st.Phase == clusters.PhaseDuplicate || seen[st.Cluster] {
 				continue
 			}
+			seen[st.Cluster] = true
 			cs := metrics.ClusterState{
 				Cluster:              st.Cluster,
 				Hysteresis:           st.Hysteresis,

@@ -1,0 +1,83 @@
+package leafnode
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+func desired(st hysteresis.Status) Desired {
+	n := memberNode("n1", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
+	return Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: []*corev1.Node{n}, Status: st,
+		Config: hysteresis.DefaultConfig(), Options: Options{LeafTaint: true}})
+}
+
+// Narrow unit test of the write discipline (the e2e tests prove the rest
+// against a real API server).
+func TestWriterWritesOnlyChanges(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &Writer{Client: client, Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+
+	unknown := desired(hysteresis.Status{State: hysteresis.Ready})
+	unknown.Capacity, unknown.Allocatable = nil, nil
+	if err := w.Sync(ctx, unknown); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a leaf was created for a member never seen: %v", err)
+	}
+
+	ready := desired(hysteresis.Status{State: hysteresis.Ready})
+	if err := w.Sync(ctx, ready); err != nil {
+		t.Fatal(err)
+	}
+	first := w.Writes
+	now = now.Add(10 * time.Second)
+	if err := w.Sync(ctx, ready); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writes != first {
+		t.Fatalf("an unchanged leaf was written %d more times", w.Writes-first)
+	}
+
+	// Another actor's taint survives leafsync's cordon and uncordon.
+	n, _ := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []hysteresis.Status{{State: hysteresis.Suspect, Cordoned: true}, {State: hysteresis.Ready}} {
+		if err := w.Sync(ctx, desired(st)); err != nil {
+			t.Fatal(err)
+		}
+		n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+		if !hasTaintKey(n, corev1.TaintNodeUnreachable) {
+			t.Fatalf("leafsync removed KCM's taint: %v", n.Spec.Taints)
+		}
+		if hasTaintKey(n, TaintUnreachable) != st.Cordoned {
+			t.Fatalf("cordon taint present=%v, want %v", hasTaintKey(n, TaintUnreachable), st.Cordoned)
+		}
+	}
+	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("4")) != 0 {
+		t.Fatalf("allocatable cpu %s", got.String())
+	}
+}
+
+func hasTaintKey(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
