@@ -4,7 +4,6 @@
 package syncer
 
 import (
-	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,9 +18,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/config"
 	"github.com/leafsync/leafsync/syncer/leaves"
 	"github.com/leafsync/leafsync/syncer/member"
-	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/registration"
-	"github.com/leafsync/leafsync/syncer/store"
 )
 
 // CacheOptions restricts what the manager's cache may watch. Secrets are
@@ -48,6 +45,11 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if userAgent == "" {
 		userAgent = member.DefaultUserAgent
 	}
+	// State that must survive restarts (docs/state-store.md).
+	state, err := setupState(mgr, cfg, fleet)
+	if err != nil {
+		return err
+	}
 	ctl, err := clusters.New(mgr.GetClient(), clusters.Options{
 		Namespace: cfg.Namespace,
 		Policy: registration.Policy{
@@ -69,12 +71,15 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 			},
 			SwapTimeout: m.ReconnectTimeout.Duration,
 		},
-		Recorder: mgr.GetEventRecorder("leafsync"),
-		Logger:   mgr.GetLogger(),
+		Recorder:  mgr.GetEventRecorder("leafsync"),
+		Logger:    mgr.GetLogger(),
+		Restore:   state.restoreHook,
+		OnObserve: state.persister.Observed,
 	})
 	if err != nil {
 		return err
 	}
+	state.registerDeregistration(ctl.Registry())
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clusters controller: %w", err)
 	}
@@ -84,14 +89,10 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet); err != nil {
 		return err
 	}
-	// State that must survive restarts; the in-memory store until the
-	// durable backends are wired (issue: durable state).
-	keeper := store.NewKeeper(store.NewMemory(), mgr.GetLogger().WithName("store"))
-	metrics.InitStore("memory")
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { keeper.Run(ctx); return nil })); err != nil {
+	keeper := state.keeper
+	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper); err != nil {
 		return err
 	}
-	_ = keeper // handed to pod sync (issue: pod sync)
 	return nil
 }
 

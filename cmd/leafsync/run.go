@@ -59,6 +59,8 @@ func newRunCommand() *cobra.Command {
 	f.Duration("member-timeout", defaults.Members.Timeout.Duration, "timeout of each member API request that is not a watch")
 	f.Float32("member-qps", defaults.Members.QPS, "request rate limit per member (queries per second)")
 	f.Int("member-burst", defaults.Members.Burst, "request burst per member")
+	f.String("store-backend", defaults.Store.Backend, fmt.Sprintf("where state that must survive restarts is kept, one of %v: kube (ConfigMaps in --namespace of the host), etcd (see --etcd-endpoints) or memory (lost on restart)", config.StoreBackends))
+	f.StringSlice("etcd-endpoints", nil, "etcd client URLs for --store-backend=etcd (comma-separated, e.g. https://etcd-0:2379); TLS and auth in the config file's store.etcd")
 	return cmd
 }
 
@@ -101,6 +103,12 @@ func (o runOptions) resolve(flags *pflag.FlagSet) (config.Config, error) {
 	}
 	if flags.Changed("member-burst") {
 		cfg.Members.Burst, _ = flags.GetInt("member-burst")
+	}
+	if flags.Changed("store-backend") {
+		cfg.Store.Backend, _ = flags.GetString("store-backend")
+	}
+	if flags.Changed("etcd-endpoints") {
+		cfg.Store.Etcd.Endpoints, _ = flags.GetStringSlice("etcd-endpoints")
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration:\n%w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -19,8 +20,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/syncer"
+	"github.com/leafsync/leafsync/syncer/config"
 	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/syncer/store"
 )
 
 // MemberStatus is one row of `leafsync status`.
@@ -115,7 +120,7 @@ func leafState(n *corev1.Node) (state, since string) {
 }
 
 func newStatusCommand() *cobra.Command {
-	var kubeconfig, namespace, output string
+	var kubeconfig, namespace, output, configFile string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show every registered member: state, cordon, link, synced pods, last error",
@@ -127,17 +132,30 @@ kubectl-leafsync, it also runs as "kubectl leafsync status".`,
 			if output != "table" && output != "json" && output != "yaml" {
 				return fmt.Errorf("-o %q: must be table, json or yaml", output)
 			}
-			cfg, err := cliRESTConfig(kubeconfig)
+			restCfg, err := cliRESTConfig(kubeconfig)
 			if err != nil {
 				return err
 			}
-			host, err := kubernetes.NewForConfig(cfg)
+			host, err := kubernetes.NewForConfig(restCfg)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			rows, err := statusReader{host: host, namespace: namespace}.read(ctx)
+			cfg := config.Default()
+			if configFile != "" {
+				if cfg, err = config.Load(configFile); err != nil {
+					return err
+				}
+			}
+			cfg.Namespace = namespace
+			reader := statusReader{host: host, namespace: namespace}
+			if st, err := syncer.OpenStore(restCfg, cfg); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: state store not readable (%v); penalty and owed deletes are not shown\n", err)
+			} else {
+				reader.fromStore = storeDetails(st, cfg.Hysteresis)
+			}
+			rows, err := reader.read(ctx)
 			if err != nil {
 				return err
 			}
@@ -147,7 +165,51 @@ kubectl-leafsync, it also runs as "kubectl leafsync status".`,
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "host cluster kubeconfig (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "leafsync-system", "leafsync's namespace")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	cmd.Flags().StringVar(&configFile, "config", "", "leafsync's config file, to find the state store (default: the kube backend in --namespace)")
 	return cmd
+}
+
+// storeDetails reads a member's record in the state store: the engine's
+// snapshot (state, since, penalty) and the downstream deletes that wait.
+func storeDetails(st store.Store, hcfg hysteresis.FleetConfig) func(context.Context, *MemberStatus) error {
+	return func(ctx context.Context, row *MemberStatus) error {
+		rec, _, err := st.Get(ctx, row.Cluster)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(rec.Hysteresis) > 0 {
+			fleet, err := hysteresis.NewFleet(hcfg)
+			if err != nil {
+				return err
+			}
+			if err := fleet.RestoreCluster(rec.Hysteresis); err != nil {
+				return fmt.Errorf("decoding the engine snapshot: %w", err)
+			}
+			if hs, ok := fleet.Status(row.Cluster); ok {
+				row.Penalty = fmt.Sprintf("%.0f", hs.Penalty)
+				// The leaf shows what the host sees; the engine may know more
+				// (e.g. Suspect while the leaf is still Ready).
+				if row.State == "-" || strings.HasPrefix(row.State, "Unknown") {
+					row.State = hs.State.String()
+				}
+			}
+		}
+		counts := map[store.DeleteKind]int{}
+		for _, d := range rec.Deletes {
+			counts[d.Kind]++
+		}
+		var parts []string
+		for _, k := range []store.DeleteKind{store.Owed, store.Deferred, store.Retained} {
+			if counts[k] > 0 {
+				parts = append(parts, fmt.Sprintf("%s=%d", strings.ToLower(string(k)), counts[k]))
+			}
+		}
+		row.Owed = strings.Join(parts, ",")
+		return nil
+	}
 }
 
 // cliRESTConfig loads the host config as kubectl does: --kubeconfig, else

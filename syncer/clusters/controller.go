@@ -83,6 +83,16 @@ type Options struct {
 	// member's circuit breaker, e.g. to count it in metrics. It must not
 	// block. (Changes are logged and counted in Status.Breaker anyway.)
 	OnBreakerChange func(cluster string, from, to member.BreakerState)
+	// Restore (may be nil) is called for a member that has no runtime in
+	// this process yet, after it is added to the engine and before its
+	// runtime starts probing: saved engine state restored here is in place
+	// before the first observation. It may block briefly (reading the
+	// state store); it bounds its own wait.
+	Restore func(ctx context.Context, cluster string)
+	// OnObserve (may be nil) is called after every observation the engine
+	// accepted, with the resulting status and transitions (e.g. to persist
+	// the engine's state). It must not block.
+	OnObserve func(cluster string, st hysteresis.Status, transitions []hysteresis.Transition)
 }
 
 // Controller reconciles registration Secrets.
@@ -302,6 +312,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.ensureFinalizer(ctx, &s); err != nil {
 		return reconcile.Result{}, err
 	}
+	if c.opts.Restore != nil {
+		if _, running := c.reg.Member(spec.Cluster); !running {
+			c.opts.Restore(ctx, spec.Cluster)
+		}
+	}
 	if err := c.apply(spec); err != nil {
 		log.Error(err, "building member runtime")
 		if _, ok := c.reg.Member(spec.Cluster); !ok {
@@ -505,6 +520,9 @@ func (c *Controller) observe(cluster string, rt *member.Runtime, obs hysteresis.
 	e.conn = conn
 	key := e.secret
 	c.reg.mu.Unlock()
+	if err == nil && c.opts.OnObserve != nil {
+		c.opts.OnObserve(cluster, hs, transitions)
+	}
 	if changed {
 		c.enqueue(key)
 	}

@@ -34,6 +34,10 @@ type Config struct {
 	Members Members `json:"members"`
 	// Leaves configures the leaf Nodes and their Lease heartbeat.
 	Leaves Leaves `json:"leaves"`
+	// Store configures where state that must survive restarts is kept.
+	Store Store `json:"store"`
+	// PodSync configures pod sync and the stale-eviction guard.
+	PodSync PodSync `json:"podSync"`
 }
 
 // Leaves configures the leaf Node of each member and its heartbeat.
@@ -150,6 +154,8 @@ func Default() Config {
 				HalfOpenRequests:    1,
 			},
 		},
+		Store:   DefaultStore(),
+		PodSync: DefaultPodSync(),
 	}
 }
 
@@ -195,6 +201,8 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Hysteresis.Validate())
 	errs = append(errs, c.Members.validate())
 	errs = append(errs, c.Leaves.validate())
+	errs = append(errs, c.Store.validate())
+	errs = append(errs, c.PodSync.validate())
 	return errors.Join(errs...)
 }
 

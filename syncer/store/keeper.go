@@ -3,102 +3,357 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 )
 
-// Keeper is the one writer of the store in a leafsync process. Components
-// change a cluster's state in memory with Update; the Keeper writes the
-// latest state of each changed cluster in the background, coalescing any
-// number of changes into one write, and retries with backoff while the
-// store is unavailable. Decisions never wait for the store.
+// KeeperOptions tune a Keeper; zero values take the defaults.
+type KeeperOptions struct {
+	// Writer names this process in the records it writes (pod name).
+	Writer string
+	// CallTimeout bounds one store call (default 10s).
+	CallTimeout time.Duration
+	// Coalesce is how long the Keeper waits after a change before writing,
+	// so that a burst of changes becomes one write (default 50ms).
+	Coalesce time.Duration
+	// MinBackoff and MaxBackoff bound the retry delay while the store
+	// fails (defaults 500ms and 30s; jittered).
+	MinBackoff, MaxBackoff time.Duration
+	// Parallel is how many clusters are written at once (default 4).
+	Parallel int
+	// OnCall, if set, is called after every store call (for metrics). It
+	// must not block.
+	OnCall func(CallEvent)
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// CallEvent describes one store call.
+type CallEvent struct {
+	Backend string
+	// Op is "put", "delete", "get", "scan" or "term".
+	Op       string
+	Cluster  string
+	Duration time.Duration
+	// Err is nil on success; Reason(Err) classifies it.
+	Err error
+}
+
+// Keeper is the one writer of the store in a leafsync process (the leader).
+// Components change a cluster's state in memory with Update and read it with
+// State; the Keeper writes the latest state of each changed cluster in the
+// background, coalescing any number of changes into one write, and retries
+// with backoff while the store is unavailable. Decisions never wait for the
+// store, and nothing queued is lost while the process lives.
+//
+// Writes are fenced by a term: the Keeper takes a new term (Store.NextTerm)
+// before its first write. When a write conflicts, the Keeper reads the
+// store's term: a newer term means a newer leader took over, and this Keeper
+// stops writing (ErrFenced) instead of overwriting it; otherwise the record
+// was changed by an older writer (or by this one, when a reply was lost),
+// and the Keeper merges it (see merge.go) and writes again.
 type Keeper struct {
 	store Store
 	log   logr.Logger
+	opts  KeeperOptions
 
-	mu       sync.Mutex
-	states   map[string]ClusterState
-	versions map[string]Version
-	dirty    map[string]bool
-	gone     map[string]bool // deregistered: delete the record
-	kick     chan struct{}
-	// lastErr is the last write error (nil when the store is healthy).
-	lastErr error
+	termMu    sync.Mutex // serializes taking the term
+	mu        sync.Mutex
+	entries   map[string]*entry
+	locks     map[string]*sync.Mutex
+	term      uint64
+	fenced    error
+	preloaded bool
+	kick      chan struct{}
+	stats     Stats
 }
 
-// NewKeeper returns a Keeper over a Store; Run writes.
-func NewKeeper(s Store, log logr.Logger) *Keeper {
-	return &Keeper{
-		store: s, log: log,
-		states: map[string]ClusterState{}, versions: map[string]Version{},
-		dirty: map[string]bool{}, gone: map[string]bool{},
-		kick: make(chan struct{}, 1),
+// entry is the Keeper's view of one cluster.
+type entry struct {
+	mem     ClusterState // what components see
+	base    ClusterState // the record as of version (when known)
+	version Version
+	known   bool // base/version reflect the store (read or written here)
+	dirty   bool
+	dirtyAt time.Time
+	seq     uint64 // bumped by every Update
+	gone    bool   // deregistered: delete the record
+}
+
+// Stats are the Keeper's figures, for metrics and health.
+type Stats struct {
+	Backend string
+	// Term is this writer's term (0 until taken); Fenced once a newer
+	// writer took over.
+	Term   uint64
+	Fenced bool
+	// Writes and Deletes count successful store writes; Errors failed
+	// store calls; Conflicts writes that found the record changed by an
+	// older writer and were merged.
+	Writes, Deletes, Errors, Conflicts uint64
+	// Pending is the number of clusters whose latest state is not yet
+	// written; OldestPending how long the oldest has waited.
+	Pending       int
+	OldestPending time.Duration
+	// LastError is the last failure ("" once a flush succeeds again);
+	// FailingSince when flushes started failing (zero when healthy).
+	LastError    string
+	FailingSince time.Time
+	// LastCall is how long the last store call took.
+	LastCall time.Duration
+}
+
+// NewKeeper returns a Keeper over a Store; Run writes. At most one
+// KeeperOptions may be given.
+func NewKeeper(s Store, log logr.Logger, opts ...KeeperOptions) *Keeper {
+	var o KeeperOptions
+	if len(opts) > 0 {
+		o = opts[0]
 	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 10 * time.Second
+	}
+	if o.Coalesce <= 0 {
+		o.Coalesce = 50 * time.Millisecond
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 500 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(30*time.Second, o.MinBackoff)
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Keeper{
+		store: s, log: log, opts: o,
+		entries: map[string]*entry{}, locks: map[string]*sync.Mutex{},
+		kick:  make(chan struct{}, 1),
+		stats: Stats{Backend: s.Backend()},
+	}
+}
+
+// Backend names the store's backend.
+func (k *Keeper) Backend() string { return k.store.Backend() }
+
+func (k *Keeper) entryLocked(cluster string) *entry {
+	e := k.entries[cluster]
+	if e == nil {
+		e = &entry{}
+		k.entries[cluster] = e
+	}
+	return e
 }
 
 // Load reads a cluster's state from the store into memory (once, when the
-// cluster is first seen by this leader) and returns it. A missing record is
-// an empty state.
+// cluster is first seen by this leader; afterwards it returns memory) and
+// returns it. A missing record is an empty state. Changes made with Update
+// before Load are kept and merged with the record.
 func (k *Keeper) Load(ctx context.Context, cluster string) (ClusterState, error) {
-	st, v, err := k.store.Get(ctx, cluster)
-	if errors.Is(err, ErrNotFound) {
-		st, v, err = ClusterState{}, "", nil
+	k.mu.Lock()
+	if e := k.entries[cluster]; e != nil && (e.known || e.gone) {
+		st := clone(e.mem)
+		k.mu.Unlock()
+		return st, nil
 	}
+	k.mu.Unlock()
+	st, v, err := k.get(ctx, cluster)
 	if err != nil {
 		return ClusterState{}, err
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !k.dirty[cluster] {
-		k.states[cluster], k.versions[cluster] = st, v
+	k.absorbLocked(cluster, st, v)
+	return clone(k.entries[cluster].mem), nil
+}
+
+// Preload reads every record once (one Scan), so that a new leader does not
+// read clusters one by one. It returns the number of records read.
+func (k *Keeper) Preload(ctx context.Context) (int, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	recs, err := k.store.Scan(ctx)
+	cancel()
+	k.called("scan", "", start, err)
+	if err != nil {
+		return 0, err
 	}
-	delete(k.gone, cluster)
-	return clone(k.states[cluster]), nil
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range recs {
+		if r.Err != nil {
+			k.log.Error(r.Err, "saved state cannot be decoded; the cluster starts fresh and the record will be replaced", "cluster", r.Cluster)
+			r.State = ClusterState{}
+		}
+		k.absorbLocked(r.Cluster, r.State, r.Version)
+	}
+	k.preloaded = true
+	return len(recs), nil
+}
+
+// absorbLocked takes a record read from the store as the base of a cluster
+// not known yet; memory changed before (Update before Load) is merged.
+func (k *Keeper) absorbLocked(cluster string, st ClusterState, v Version) {
+	e := k.entryLocked(cluster)
+	if e.known {
+		return
+	}
+	switch {
+	case e.gone:
+		// Deregistered meanwhile: memory stays empty, the record goes.
+	case e.dirty:
+		e.mem = mergeStates(ClusterState{}, st, e.mem)
+	default:
+		e.mem = clone(st)
+	}
+	e.base, e.version, e.known = clone(st), v, true
+}
+
+// Known reports whether a cluster's record has been read (or written) by
+// this Keeper.
+func (k *Keeper) Known(cluster string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entries[cluster]
+	return e != nil && e.known
 }
 
 // State returns a copy of a cluster's state in memory.
 func (k *Keeper) State(cluster string) ClusterState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return clone(k.states[cluster])
+	if e := k.entries[cluster]; e != nil {
+		return clone(e.mem)
+	}
+	return ClusterState{}
 }
 
-// Update changes a cluster's state in memory and schedules a write.
+// Update changes a cluster's state in memory and schedules a write. fn must
+// not call the Keeper.
 func (k *Keeper) Update(cluster string, fn func(*ClusterState)) {
 	k.mu.Lock()
-	st := clone(k.states[cluster])
+	e := k.entryLocked(cluster)
+	st := clone(e.mem)
 	fn(&st)
-	k.states[cluster] = st
-	k.dirty[cluster] = true
-	delete(k.gone, cluster)
+	e.mem = st
+	e.gone = false
+	if !e.dirty {
+		e.dirty, e.dirtyAt = true, k.opts.Now()
+	}
+	e.seq++
 	k.mu.Unlock()
 	k.signal()
 }
 
-// Forget drops a deregistered cluster and deletes its record.
+// Forget drops a deregistered cluster and deletes its record in the
+// background.
 func (k *Keeper) Forget(cluster string) {
 	k.mu.Lock()
-	delete(k.states, cluster)
-	delete(k.dirty, cluster)
-	k.gone[cluster] = true
+	e := k.entryLocked(cluster)
+	e.mem, e.dirty, e.gone = ClusterState{}, false, true
+	e.seq++
 	k.mu.Unlock()
 	k.signal()
+}
+
+// ForgetNow is Forget, then deletes the record at once; an error means the
+// record is still there (the background retries go on).
+func (k *Keeper) ForgetNow(ctx context.Context, cluster string) error {
+	k.Forget(cluster)
+	if err := k.ensureTerm(ctx); err != nil {
+		return err
+	}
+	return k.flushOne(ctx, cluster)
+}
+
+// FlushCluster writes one cluster's latest state now and returns nil once
+// it is in the store (nil at once if nothing is pending), e.g. before an
+// action that must not happen unless a pending delete is durable.
+func (k *Keeper) FlushCluster(ctx context.Context, cluster string) error {
+	if err := k.ensureTerm(ctx); err != nil {
+		return err
+	}
+	return k.flushOne(ctx, cluster)
+}
+
+// Written reports whether a cluster has no change waiting to be written.
+func (k *Keeper) Written(cluster string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entries[cluster]
+	return e == nil || (!e.dirty && !e.gone)
 }
 
 // Pending is the number of clusters whose latest state is not yet written.
 func (k *Keeper) Pending() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return len(k.dirty) + len(k.gone)
+	n, _ := k.pendingLocked()
+	return n
 }
 
-// Err is the last write error, nil once a write succeeds again.
+func (k *Keeper) pendingLocked() (int, time.Time) {
+	n := 0
+	var oldest time.Time
+	for _, e := range k.entries {
+		if e.dirty || e.gone {
+			n++
+			if e.dirty && (oldest.IsZero() || e.dirtyAt.Before(oldest)) {
+				oldest = e.dirtyAt
+			}
+		}
+	}
+	return n, oldest
+}
+
+// Err is the last write error, nil once a flush succeeds again.
 func (k *Keeper) Err() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.lastErr
+	if k.fenced != nil {
+		return k.fenced
+	}
+	if k.stats.LastError != "" {
+		return errors.New(k.stats.LastError)
+	}
+	return nil
+}
+
+// Stats returns the Keeper's figures.
+func (k *Keeper) Stats() Stats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.stats
+	s.Term, s.Fenced = k.term, k.fenced != nil
+	var oldest time.Time
+	s.Pending, oldest = k.pendingLocked()
+	if !oldest.IsZero() {
+		s.OldestPending = k.opts.Now().Sub(oldest)
+	}
+	return s
+}
+
+// Health returns nil while the store takes writes, otherwise an error that
+// says what is wrong and what leafsync does about it (for a health detail;
+// leafsync keeps deciding from memory either way).
+func (k *Keeper) Health() error {
+	s := k.Stats()
+	switch {
+	case s.Fenced:
+		return fmt.Errorf("state store (%s): a newer leafsync writer (term > %d) took over; this replica no longer writes", s.Backend, s.Term)
+	case !s.FailingSince.IsZero():
+		return fmt.Errorf("state store (%s) failing for %s: %s; %d cluster(s) with state pending in memory (oldest %s), retrying with backoff; decisions continue from memory",
+			s.Backend, k.opts.Now().Sub(s.FailingSince).Round(time.Second), s.LastError, s.Pending, s.OldestPending.Round(time.Second))
+	}
+	return nil
 }
 
 func (k *Keeper) signal() {
@@ -108,105 +363,340 @@ func (k *Keeper) signal() {
 	}
 }
 
-// Run writes changes until ctx ends, then makes a last attempt to flush.
+// Run writes changes until ctx ends, then makes a last attempt to flush. It
+// takes the writer term at once, so that an older leader still running is
+// fenced as early as possible.
 func (k *Keeper) Run(ctx context.Context) {
 	backoff := time.Duration(0)
+	first := true
 	for {
-		var retry <-chan time.Time
-		if backoff > 0 {
-			retry = time.After(backoff)
+		if !first {
+			var (
+				retry <-chan time.Time
+				timer *time.Timer
+			)
+			kick := k.kick
+			if backoff > 0 {
+				timer = time.NewTimer(backoff)
+				retry = timer.C
+				kick = nil // while backing off, changes wait for the retry
+			}
+			select {
+			case <-ctx.Done():
+				k.finalFlush()
+				return
+			case <-kick:
+				select { // coalesce a burst of changes into one write
+				case <-ctx.Done():
+				case <-time.After(k.opts.Coalesce):
+				}
+			case <-retry:
+			}
+			if timer != nil {
+				timer.Stop()
+			}
 		}
-		select {
-		case <-ctx.Done():
-			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = k.Flush(flushCtx)
-			cancel()
+		first = false
+		err := k.Flush(ctx)
+		switch {
+		case errors.Is(err, ErrFenced):
+			k.log.Error(err, "another leafsync process took over the state store; this one stops writing")
+			<-ctx.Done()
 			return
-		case <-k.kick:
-		case <-retry:
-		}
-		if err := k.Flush(ctx); err != nil {
-			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-			k.log.Error(err, "writing leafsync state; keeping it in memory and retrying", "in", backoff)
-		} else {
+		case err != nil && ctx.Err() == nil:
+			backoff = min(max(2*backoff, k.opts.MinBackoff), k.opts.MaxBackoff)
+			backoff = backoff/2 + rand.N(backoff/2+1) // jitter: [b/2, b]
+			k.log.Error(err, "writing leafsync state; keeping it in memory and retrying", "in", backoff, "pending", k.Pending())
+		default:
 			backoff = 0
 		}
 	}
 }
 
-// Flush writes every changed cluster now.
-func (k *Keeper) Flush(ctx context.Context) error {
+func (k *Keeper) finalFlush() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := k.Flush(ctx); err != nil {
+		k.log.Error(err, "last write of leafsync state before stopping failed", "pending", k.Pending())
+	}
+}
+
+// ensureTerm takes the writer term if not taken yet (once: a second term
+// taken by this same Keeper would fence it).
+func (k *Keeper) ensureTerm(ctx context.Context) error {
+	k.termMu.Lock()
+	defer k.termMu.Unlock()
 	k.mu.Lock()
-	work := map[string]ClusterState{}
-	for c := range k.dirty {
-		work[c] = clone(k.states[c])
+	term, fenced := k.term, k.fenced
+	k.mu.Unlock()
+	if fenced != nil {
+		return fenced
 	}
-	gone := map[string]Version{}
-	for c := range k.gone {
-		gone[c] = k.versions[c]
+	if term != 0 {
+		return nil
 	}
-	versions := map[string]Version{}
-	for c := range work {
-		versions[c] = k.versions[c]
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	t, err := k.store.NextTerm(cctx)
+	cancel()
+	k.called("term", "", start, err)
+	if err != nil {
+		return fmt.Errorf("taking a writer term: %w", err)
+	}
+	k.mu.Lock()
+	if k.term == 0 {
+		k.term = t
+		k.log.Info("took the state store's writer term", "term", t, "backend", k.store.Backend())
 	}
 	k.mu.Unlock()
+	return nil
+}
 
-	var errs []error
-	for c, st := range work {
-		nv, err := k.store.Put(ctx, c, st, versions[c])
+// Flush writes every changed cluster now.
+func (k *Keeper) Flush(ctx context.Context) error {
+	err := k.ensureTerm(ctx)
+	if err == nil {
 		k.mu.Lock()
-		if err == nil {
-			k.versions[c] = nv
-			// Written, unless it changed again meanwhile.
-			if equalStates(k.states[c], st) {
-				delete(k.dirty, c)
+		var work []string
+		for c, e := range k.entries {
+			if e.dirty || e.gone {
+				work = append(work, c)
 			}
 		}
 		k.mu.Unlock()
-		if err != nil {
-			errs = append(errs, err)
-		}
+		sort.Strings(work)
+		err = k.flushAll(ctx, work)
 	}
-	for c, v := range gone {
-		err := k.store.Delete(ctx, c, v)
-		if errors.Is(err, ErrNotFound) {
-			err = nil
-		}
-		k.mu.Lock()
-		if err == nil && k.gone[c] {
-			delete(k.gone, c)
-			delete(k.versions, c)
-		}
-		k.mu.Unlock()
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	err := errors.Join(errs...)
 	k.mu.Lock()
-	k.lastErr = err
-	k.mu.Unlock()
+	defer k.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrFenced) {
+		if k.stats.FailingSince.IsZero() {
+			k.stats.FailingSince = k.opts.Now()
+		}
+		k.stats.LastError = err.Error()
+	} else if err == nil {
+		k.stats.FailingSince, k.stats.LastError = time.Time{}, ""
+	}
 	return err
 }
 
-func clone(st ClusterState) ClusterState {
-	out := ClusterState{Hysteresis: append([]byte(nil), st.Hysteresis...)}
-	if st.Deletes != nil {
-		out.Deletes = append([]PendingDelete(nil), st.Deletes...)
+func (k *Keeper) flushAll(ctx context.Context, work []string) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, k.opts.Parallel)
+	)
+	for _, c := range work {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := k.flushOne(ctx, c); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))
+				mu.Unlock()
+			}
+		}()
 	}
-	return out
-}
-
-func equalStates(a, b ClusterState) bool {
-	if string(a.Hysteresis) != string(b.Hysteresis) || len(a.Deletes) != len(b.Deletes) {
-		return false
+	wg.Wait()
+	if len(errs) == 0 {
+		return ctx.Err()
 	}
-	for i := range a.Deletes {
-		x, y := a.Deletes[i], b.Deletes[i]
-		if x.Kind != y.Kind || x.Namespace != y.Namespace || x.Name != y.Name || x.HostUID != y.HostUID ||
-			x.Cause != y.Cause || x.Owner != y.Owner || !x.Since.Equal(y.Since) {
-			return false
+	for _, err := range errs {
+		if errors.Is(err, ErrFenced) {
+			return err
 		}
 	}
-	return true
+	if len(errs) > 3 {
+		return fmt.Errorf("%w (and %d more clusters)", errors.Join(errs[:3]...), len(errs)-3)
+	}
+	return errors.Join(errs...)
+}
+
+func (k *Keeper) clusterLock(cluster string) *sync.Mutex {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.locks[cluster]
+	if l == nil {
+		l = &sync.Mutex{}
+		k.locks[cluster] = l
+	}
+	return l
+}
+
+// flushOne writes (or deletes) one cluster's record.
+func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
+	l := k.clusterLock(cluster)
+	l.Lock()
+	defer l.Unlock()
+	for attempt := 0; ; attempt++ {
+		k.mu.Lock()
+		if k.fenced != nil {
+			k.mu.Unlock()
+			return k.fenced
+		}
+		e := k.entries[cluster]
+		if e == nil || (!e.dirty && !e.gone) {
+			k.mu.Unlock()
+			return nil
+		}
+		v := Version("")
+		if e.known {
+			v = e.version
+		}
+		gone, seq := e.gone, e.seq
+		st := clone(e.mem)
+		st.Term, st.Writer = k.term, k.opts.Writer
+		k.mu.Unlock()
+
+		var err error
+		if gone {
+			err = k.del(ctx, cluster, v)
+		} else {
+			var nv Version
+			if nv, err = k.put(ctx, cluster, st, v); err == nil {
+				k.mu.Lock()
+				e.base, e.version, e.known = st, nv, true
+				if e.seq == seq {
+					e.dirty = false
+				}
+				k.mu.Unlock()
+				return nil
+			}
+		}
+		if gone && err == nil {
+			k.mu.Lock()
+			e.base, e.version, e.known = ClusterState{}, "", true
+			if e.seq == seq {
+				delete(k.entries, cluster)
+			}
+			k.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		if attempt >= 3 {
+			return fmt.Errorf("%w (still conflicting after %d merges)", err, attempt)
+		}
+		if err := k.resolve(ctx, cluster); err != nil {
+			return err
+		}
+	}
+}
+
+// resolve handles a conflicting write: fenced if a newer term exists,
+// otherwise the record (changed by an older writer) is read and merged.
+func (k *Keeper) resolve(ctx context.Context, cluster string) error {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	cur, err := k.store.Term(cctx)
+	cancel()
+	k.called("term", "", start, err)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	if cur > k.term {
+		k.fenced = fmt.Errorf("%w (store term %d, ours %d)", ErrFenced, cur, k.term)
+		err := k.fenced
+		k.mu.Unlock()
+		return err
+	}
+	k.mu.Unlock()
+	theirs, v, err := k.get(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entryLocked(cluster)
+	base := ClusterState{}
+	if e.known {
+		base = e.base
+	}
+	if !e.gone {
+		e.mem = mergeStates(base, theirs, e.mem)
+	}
+	e.base, e.version, e.known = theirs, v, true
+	k.stats.Conflicts++
+	k.log.Info("state record changed by an older writer; merged it and writing again",
+		"cluster", cluster, "recordTerm", theirs.Term, "recordWriter", theirs.Writer, "term", k.term)
+	return nil
+}
+
+func (k *Keeper) get(ctx context.Context, cluster string) (ClusterState, Version, error) {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	st, v, err := k.store.Get(cctx, cluster)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNotFound):
+		st, v, err = ClusterState{}, "", nil
+	case errors.Is(err, ErrCorrupt) && v != "":
+		k.log.Error(err, "saved state cannot be decoded; it will be replaced", "cluster", cluster)
+		st, err = ClusterState{}, nil
+	}
+	k.called("get", cluster, start, err)
+	return st, v, err
+}
+
+func (k *Keeper) put(ctx context.Context, cluster string, st ClusterState, v Version) (Version, error) {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	nv, err := k.store.Put(cctx, cluster, st, v)
+	cancel()
+	k.called("put", cluster, start, err)
+	return nv, err
+}
+
+func (k *Keeper) del(ctx context.Context, cluster string, v Version) error {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	err := k.store.Delete(cctx, cluster, v)
+	cancel()
+	k.called("delete", cluster, start, err)
+	return err
+}
+
+func (k *Keeper) called(op, cluster string, start time.Time, err error) {
+	d := time.Since(start)
+	k.mu.Lock()
+	k.stats.LastCall = d
+	switch {
+	case err != nil:
+		k.stats.Errors++
+	case op == "put":
+		k.stats.Writes++
+	case op == "delete":
+		k.stats.Deletes++
+	}
+	k.mu.Unlock()
+	if k.opts.OnCall != nil {
+		k.opts.OnCall(CallEvent{Backend: k.store.Backend(), Op: op, Cluster: cluster, Duration: d, Err: err})
+	}
+}
+
+func clone(st ClusterState) ClusterState {
+	out := st
+	out.Hysteresis = append([]byte(nil), st.Hysteresis...)
+	if len(out.Hysteresis) == 0 {
+		out.Hysteresis = nil
+	}
+	if st.Deletes != nil {
+		out.Deletes = make([]PendingDelete, len(st.Deletes))
+		for i, d := range st.Deletes {
+			if d.GracePeriodSeconds != nil {
+				g := *d.GracePeriodSeconds
+				d.GracePeriodSeconds = &g
+			}
+			out.Deletes[i] = d
+		}
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"strconv"
 	"sync"
@@ -10,11 +9,14 @@ import (
 
 // Memory is an in-process Store with the same conditional semantics as the
 // real backends. Records are kept encoded, so callers never share memory
-// with the store.
+// with the store. State kept here is lost when the process ends: it is for
+// tests, and for `store.backend: memory` when durability is not wanted.
 type Memory struct {
 	mu      sync.Mutex
 	records map[string]memRecord
 	next    int
+	term    uint64
+	puts    int
 }
 
 type memRecord struct {
@@ -25,6 +27,9 @@ type memRecord struct {
 // NewMemory returns an empty Memory store.
 func NewMemory() *Memory { return &Memory{records: map[string]memRecord{}} }
 
+// Backend implements Store.
+func (m *Memory) Backend() string { return "memory" }
+
 // Get implements Store.
 func (m *Memory) Get(_ context.Context, cluster string) (ClusterState, Version, error) {
 	m.mu.Lock()
@@ -33,14 +38,13 @@ func (m *Memory) Get(_ context.Context, cluster string) (ClusterState, Version, 
 	if !ok {
 		return ClusterState{}, "", ErrNotFound
 	}
-	var st ClusterState
-	err := json.Unmarshal(r.data, &st)
+	st, err := Decode(r.data)
 	return st, r.version, err
 }
 
 // Put implements Store.
 func (m *Memory) Put(_ context.Context, cluster string, st ClusterState, v Version) (Version, error) {
-	data, err := json.Marshal(st)
+	data, _, err := Encode(st)
 	if err != nil {
 		return "", err
 	}
@@ -50,6 +54,7 @@ func (m *Memory) Put(_ context.Context, cluster string, st ClusterState, v Versi
 		return "", ErrConflict
 	}
 	m.next++
+	m.puts++
 	nv := Version(strconv.Itoa(m.next))
 	m.records[cluster] = memRecord{data: data, version: nv}
 	return nv, nil
@@ -70,14 +75,37 @@ func (m *Memory) Delete(_ context.Context, cluster string, v Version) error {
 	return nil
 }
 
-// List implements Store.
-func (m *Memory) List(context.Context) ([]string, error) {
+// Scan implements Store.
+func (m *Memory) Scan(context.Context) ([]Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.records))
-	for name := range m.records {
-		out = append(out, name)
+	out := make([]Record, 0, len(m.records))
+	for name, r := range m.records {
+		st, err := Decode(r.data)
+		out = append(out, Record{Cluster: name, State: st, Version: r.version, Err: err})
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Cluster < out[j].Cluster })
 	return out, nil
+}
+
+// NextTerm implements Store.
+func (m *Memory) NextTerm(context.Context) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.term++
+	return m.term, nil
+}
+
+// Term implements Store.
+func (m *Memory) Term(context.Context) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.term, nil
+}
+
+// Puts is the number of successful Puts so far (for tests and benchmarks).
+func (m *Memory) Puts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.puts
 }

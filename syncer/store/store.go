@@ -1,15 +1,30 @@
 // Package store keeps the state of leafsync that must survive a restart or a
 // change of leader: each member's hysteresis snapshot (clocks, streaks, flap
-// penalty) and the downstream pod deletes leafsync owes or defers.
+// penalty, availability window) and the downstream pod deletes leafsync owes
+// or defers.
 //
 // State is kept per member cluster, one record each, so that a large fleet
 // never builds one large object. Every write is conditional on the version
 // read (a resourceVersion, an etcd mod revision): a replica that lost the
 // lead gets ErrConflict and never silently overwrites its successor.
+//
+// Three parts:
+//   - Store: a backend (Memory here; kubestore and etcdstore in
+//     sub-packages). Get/Put/Delete/Scan of records, plus a writer term.
+//   - Keeper: the one writer per process. Components change state in memory
+//     (Update) and read it (State); the Keeper writes in the background,
+//     coalescing, retrying with backoff, fenced by its term.
+//   - Persister: decides when the hysteresis engine's snapshot of a cluster
+//     is worth writing (transitions, and checkpoints of a failure streak in
+//     progress, never once per probe), and restores it before the cluster's
+//     first probe after a restart.
+//
+// See docs/state-store.md.
 package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -20,16 +35,37 @@ var ErrConflict = errors.New("store: conflicting write: the record changed since
 // ErrNotFound: no record for the cluster.
 var ErrNotFound = errors.New("store: no record")
 
+// ErrUnavailable wraps errors that say the backend could not be reached or
+// did not answer in time (retried with backoff).
+var ErrUnavailable = errors.New("store: unavailable")
+
+// ErrTooLarge: a record does not fit the backend's object size limit, even
+// compressed.
+var ErrTooLarge = errors.New("store: record too large")
+
+// ErrCorrupt: a record exists but cannot be decoded. Get returns it with
+// the record's version, so that the Keeper can replace the record.
+var ErrCorrupt = errors.New("store: record cannot be decoded")
+
+// ErrFenced: a newer writer (a later leader) took over; this process no
+// longer writes.
+var ErrFenced = errors.New("store: fenced: a newer leafsync writer took over")
+
 // Version identifies what a writer read; "" means "no record yet".
 type Version string
 
 // ClusterState is everything persisted about one member cluster.
 type ClusterState struct {
 	// Hysteresis is the engine's snapshot of the cluster
-	// (hysteresis.Fleet.SnapshotCluster).
-	Hysteresis []byte `json:"hysteresis,omitempty"`
+	// (hysteresis.Fleet.SnapshotCluster), versioned JSON.
+	Hysteresis json.RawMessage `json:"hysteresis,omitempty"`
 	// Deletes are downstream pod deletes leafsync owes or defers.
 	Deletes []PendingDelete `json:"deletes,omitempty"`
+
+	// Term and Writer say who wrote the record (set by the Keeper on
+	// every write; ignored when comparing states).
+	Term   uint64 `json:"term,omitempty"`
+	Writer string `json:"writer,omitempty"`
 }
 
 // DeleteKind says why a downstream delete waits.
@@ -62,19 +98,63 @@ type PendingDelete struct {
 	Owner string `json:"owner,omitempty"`
 	// Since is when the delete was recorded; MaxDeferral counts from it.
 	Since time.Time `json:"since"`
+	// HostDeletedAt is when the host pod began terminating (its deletion
+	// timestamp minus its grace period); the owner's replacements are the
+	// pods it created from then on.
+	HostDeletedAt time.Time `json:"hostDeletedAt,omitempty"`
 	// GracePeriodSeconds is the grace period to forward.
 	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 }
 
+// Record is one cluster's state as read from a backend.
+type Record struct {
+	Cluster string
+	State   ClusterState
+	Version Version
+	// Err is set (wrapping ErrCorrupt) for a record that cannot be
+	// decoded; State is then empty.
+	Err error
+}
+
 // Store is a backend: memory (tests), kube (host objects, default), etcd.
+// Implementations are safe for concurrent use.
 type Store interface {
-	// Get returns a cluster's state and its version, or ErrNotFound.
+	// Get returns a cluster's state and its version, or ErrNotFound. A
+	// record that cannot be decoded gives ErrCorrupt and its version.
 	Get(ctx context.Context, cluster string) (ClusterState, Version, error)
 	// Put writes a cluster's state if its version is still v ("" to
 	// create) and returns the new version, or ErrConflict.
 	Put(ctx context.Context, cluster string, st ClusterState, v Version) (Version, error)
-	// Delete removes a cluster's record if its version is still v.
+	// Delete removes a cluster's record if its version is still v
+	// (ErrConflict otherwise). A record already gone is not an error.
 	Delete(ctx context.Context, cluster string, v Version) error
-	// List returns the names of clusters with a record.
-	List(ctx context.Context) ([]string, error)
+	// Scan returns every record (what a new leader loads once). A record
+	// that cannot be decoded is returned with Err set, not as an error.
+	Scan(ctx context.Context) ([]Record, error)
+	// NextTerm starts a new writer term: it atomically makes the store's
+	// term greater than any term handed out before, and returns it.
+	NextTerm(ctx context.Context) (uint64, error)
+	// Term returns the store's current term (0 if none was ever taken).
+	Term(ctx context.Context) (uint64, error)
+	// Backend names the backend ("memory", "kube", "etcd").
+	Backend() string
+}
+
+// Reason classifies a store error for metrics: "conflict", "unavailable",
+// "fenced", "too_large" or "other".
+func Reason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrConflict):
+		return "conflict"
+	case errors.Is(err, ErrFenced):
+		return "fenced"
+	case errors.Is(err, ErrTooLarge):
+		return "too_large"
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "unavailable"
+	default:
+		return "other"
+	}
 }

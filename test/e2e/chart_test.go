@@ -142,13 +142,14 @@ func TestHelmChart(t *testing.T) {
 		return fmt.Errorf("none of %d events is about the leaf", len(evs.Items))
 	})
 
-	// kubectl leafsync status.
+	// kubectl leafsync status, with the flap's penalty read from the state
+	// store (the kube backend: a ConfigMap per member).
 	kcFile := filepath.Join(t.TempDir(), "host.kubeconfig")
 	if err := os.WriteFile(kcFile, f.host.Kubeconfig(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var rows []struct {
-		Cluster, Leaf, State, Link string
+		Cluster, Leaf, State, Link, Penalty string
 	}
 	harness.Eventually(t, 30*time.Second, "kubectl leafsync status", func() error {
 		out, err := exec.Command(harness.Bin(t, "kubectl-leafsync"), "status", "--kubeconfig", kcFile, "-n", leafsyncNamespace, "-o", "json").Output()
@@ -158,7 +159,8 @@ func TestHelmChart(t *testing.T) {
 		if err := json.Unmarshal(out, &rows); err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
-		if len(rows) != 1 || rows[0].Cluster != "member-a" || rows[0].Leaf != leaf || rows[0].State != "Ready" || rows[0].Link != "Connected" {
+		if len(rows) != 1 || rows[0].Cluster != "member-a" || rows[0].Leaf != leaf || rows[0].State != "Ready" || rows[0].Link != "Connected" ||
+			rows[0].Penalty == "" || rows[0].Penalty == "0" {
 			return fmt.Errorf("rows %+v", rows)
 		}
 		return nil

@@ -42,6 +42,10 @@ leaderElection:
   retryPeriod: 500ms
 members:
   probeTimeout: 1s
+podSync:
+  maxDeferral: 30s
+  reapAfter: 10s
+  resync: 5s
 `
 
 // fleet is a host and its members, each behind a fault proxy, and the

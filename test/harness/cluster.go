@@ -131,7 +131,7 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 		}
 	}
 	if opts.Kwok {
-		if err := c.startKwok(); err != nil {
+		if err := c.startKwok(opts.Timings); err != nil {
 			t.Fatalf("harness: %s: %v", opts.Name, err)
 		}
 	}
@@ -287,7 +287,7 @@ func (c *Cluster) startScheduler() error {
 // KwokNodeAnnotation marks the nodes kwok simulates.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
-func (c *Cluster) startKwok() error {
+func (c *Cluster) startKwok(tm Timings) error {
 	kc, err := c.componentKubeconfig("kwok", "kwok", []string{"system:masters"})
 	if err != nil {
 		return err
@@ -300,7 +300,12 @@ func (c *Cluster) startKwok() error {
 		"--kubeconfig="+kc,
 		"--config="+filepath.Join(dir, "kwok-stages.yaml"),
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
-		"--node-lease-duration-seconds=40",
+		// kwok renews Leases every quarter of their duration: with the
+		// grace period as duration, a simulated node renews 4 times per
+		// grace period and never looks Unknown to KCM (with 40s it renewed
+		// every 10s against an 8s grace, and the host's "healthy" worker
+		// was Unknown 2s out of every 10).
+		fmt.Sprintf("--node-lease-duration-seconds=%d", max(4, int(tm.NodeMonitorGracePeriod.Seconds()))),
 		"--server-address=127.0.0.1:0",
 	)
 	return err

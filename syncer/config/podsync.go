@@ -1,0 +1,67 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// PodSync configures the sync of pods bound to leaves and the guard on
+// their deletion (docs/pod-sync.md).
+type PodSync struct {
+	// StaleEvictionPolicy is what happens to a member pod whose host pod
+	// was evicted (taint manager, pod GC) by a cause that no longer holds:
+	// DeferUntilReplaced (keep it until the host's replacement is Ready,
+	// at most maxDeferral), Retain (keep it, report it as an orphan) or
+	// Forward (delete it, the naive behaviour). Per member, the
+	// registration annotation leafsync.io/stale-eviction-policy overrides it.
+	StaleEvictionPolicy string `json:"staleEvictionPolicy"`
+	// MaxDeferral bounds how long DeferUntilReplaced keeps a member pod
+	// whose replacement is not Ready.
+	MaxDeferral hysteresis.Duration `json:"maxDeferral"`
+	// ReapAfter: a host pod Terminating this long on a leaf whose member
+	// is confirmed NotReady is finished in the host (its member pod's
+	// delete is owed), so that StatefulSets can fail over.
+	ReapAfter hysteresis.Duration `json:"reapAfter"`
+	// Workers is how many pods are reconciled in parallel.
+	Workers int `json:"workers"`
+	// Resync: every synced pod is looked at again, and the ConfigMaps and
+	// Secrets copied into members refreshed and garbage-collected, at
+	// least this often.
+	Resync hysteresis.Duration `json:"resync"`
+}
+
+// StaleEvictionPolicies are the accepted values of podSync.staleEvictionPolicy.
+var StaleEvictionPolicies = []string{"DeferUntilReplaced", "Retain", "Forward"}
+
+// DefaultPodSync is the pod sync configuration when nothing is set.
+func DefaultPodSync() PodSync {
+	return PodSync{
+		StaleEvictionPolicy: "DeferUntilReplaced",
+		MaxDeferral:         hysteresis.Duration{Duration: 10 * time.Minute},
+		ReapAfter:           hysteresis.Duration{Duration: time.Minute},
+		Workers:             4,
+		Resync:              hysteresis.Duration{Duration: 30 * time.Second},
+	}
+}
+
+func (p PodSync) validate() error {
+	var errs []error
+	if !contains(StaleEvictionPolicies, p.StaleEvictionPolicy) {
+		errs = append(errs, fmt.Errorf("podSync.staleEvictionPolicy %q must be one of %v", p.StaleEvictionPolicy, StaleEvictionPolicies))
+	}
+	for _, f := range []struct {
+		name string
+		d    hysteresis.Duration
+	}{{"podSync.maxDeferral", p.MaxDeferral}, {"podSync.reapAfter", p.ReapAfter}, {"podSync.resync", p.Resync}} {
+		if f.d.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("%s (%s) must be positive", f.name, f.d))
+		}
+	}
+	if p.Workers < 1 {
+		errs = append(errs, fmt.Errorf("podSync.workers (%d) must be at least 1", p.Workers))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,44 @@
+package syncer
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// setupPodSync adds the controller that runs the pods bound to leaves in
+// their members and guards their deletion. Owed, deferred and retained
+// deletes go through the Keeper. It has its own host client, so that pod
+// writes never queue behind leaf heartbeats.
+func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, keeper *store.Keeper) error {
+	p := cfg.PodSync
+	policy, err := podsync.ParsePolicy(p.StaleEvictionPolicy)
+	if err != nil {
+		return fmt.Errorf("podSync.staleEvictionPolicy: %w", err)
+	}
+	hostCfg := rest.CopyConfig(mgr.GetConfig())
+	hostCfg.QPS, hostCfg.Burst = 50, 100
+	host, err := kubernetes.NewForConfig(hostCfg)
+	if err != nil {
+		return fmt.Errorf("host client for pod sync: %w", err)
+	}
+	return mgr.Add(podsync.New(podsync.Options{
+		Host:        host,
+		Registry:    reg,
+		Keeper:      keeper,
+		Policy:      policy,
+		MaxDeferral: p.MaxDeferral.Duration,
+		ReapAfter:   p.ReapAfter.Duration,
+		Resync:      p.Resync.Duration,
+		Workers:     p.Workers,
+		Recorder:    mgr.GetEventRecorder("leafsync"),
+		Logger:      mgr.GetLogger(),
+	}))
+}

@@ -1,0 +1,581 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// Options configure the Controller.
+type Options struct {
+	// Host is a client of the host cluster.
+	Host kubernetes.Interface
+	// Registry gives the members, their runtimes and hysteresis status.
+	Registry *clusters.Registry
+	// Keeper holds owed, deferred and retained deletes durably.
+	Keeper *store.Keeper
+	// Policy is the fleet's stale-eviction policy (per-member annotation
+	// AnnotationStaleEvictionPolicy overrides it).
+	Policy Policy
+	// MaxDeferral bounds DeferUntilReplaced.
+	MaxDeferral time.Duration
+	// ReapAfter: a host pod Terminating this long on a leaf whose member is
+	// confirmed down is finished in the host.
+	ReapAfter time.Duration
+	// Resync: every pod is looked at again, and ConfigMaps and Secrets
+	// refreshed and garbage-collected, at least this often.
+	Resync time.Duration
+	// Workers reconcile pods in parallel.
+	Workers int
+	// Recorder records Events on host pods and leaves (may be nil).
+	Recorder events.EventRecorder
+	Logger   logr.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// key names one pod in one member.
+type key struct {
+	Cluster, Namespace, Name string
+}
+
+// Controller syncs the pods bound to every leaf. It is a manager.Runnable
+// that needs leader election.
+type Controller struct {
+	opts  Options
+	log   logr.Logger
+	queue workqueue.TypedRateLimitingInterface[key]
+
+	mu      sync.Mutex
+	members map[string]*memberSync
+	wg      sync.WaitGroup
+
+	nsPods nsPodCache
+}
+
+// New returns a Controller; Start runs it.
+func New(o Options) *Controller {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Workers < 1 {
+		o.Workers = 1
+	}
+	if o.Policy == "" {
+		o.Policy = DeferUntilReplaced
+	}
+	if o.Resync <= 0 {
+		o.Resync = 30 * time.Second
+	}
+	rl := workqueue.NewTypedMaxOfRateLimiter[key](
+		workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 10*time.Second),
+	)
+	c := &Controller{
+		opts:    o,
+		log:     o.Logger.WithName("podsync"),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[key]{Name: "podsync"}),
+		members: map[string]*memberSync{},
+	}
+	c.nsPods = nsPodCache{host: o.Host, ttl: time.Second, now: o.Now, entries: map[string]nsPods{}}
+	return c
+}
+
+// NeedLeaderElection: only the leader syncs pods.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start follows the registry until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	c.opts.Registry.OnDeregister("pod-sync", c.cleanup)
+	sub := c.opts.Registry.Subscribe()
+	defer sub.Close()
+	for i := 0; i < c.opts.Workers; i++ {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	defer func() {
+		c.queue.ShutDown()
+		c.stopAll()
+		c.wg.Wait()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-sub.Events():
+			if !ok {
+				return nil
+			}
+			c.handle(ctx, ev)
+		}
+	}
+}
+
+func (c *Controller) handle(ctx context.Context, ev clusters.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := c.members[ev.Cluster]
+	switch ev.Type {
+	case clusters.MemberAdded, clusters.MemberReplaced, clusters.MemberUpdated:
+		if ms == nil {
+			c.members[ev.Cluster] = c.startMember(ctx, ev.Member)
+			return
+		}
+		ms.setMember(ev.Member)
+		ms.trigger()
+	case clusters.MemberRemoved:
+		if ms != nil {
+			ms.stop()
+			delete(c.members, ev.Cluster)
+		}
+	case clusters.StateChanged:
+		if ms != nil {
+			ms.trigger()
+		}
+	}
+}
+
+func (c *Controller) memberSync(cluster string) *memberSync {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[cluster]
+}
+
+func (c *Controller) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, ms := range c.members {
+		ms.stop()
+		delete(c.members, name)
+	}
+}
+
+// cleanup is the deregistration hook: host pods on the leaf lose
+// leafsync's finalizer (Terminating ones are finished), so that nothing
+// waits on a member leafsync no longer serves. Member pods are left alone.
+func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) error {
+	c.mu.Lock()
+	if ms := c.members[d.Cluster]; ms != nil {
+		ms.stop()
+		delete(c.members, d.Cluster)
+	}
+	c.mu.Unlock()
+	list, err := c.opts.Host.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", d.LeafName).String(),
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		p := &list.Items[i]
+		if hasFinalizer(p) {
+			if _, err := c.removeFinalizer(ctx, p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if p.DeletionTimestamp != nil {
+			if err := c.deleteHost(ctx, p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// memberSync is pod sync for one member: the host pods bound to its leaf
+// (an informer with a field selector on the leaf's name), handlers on the
+// member's pod informer, and a resync loop.
+type memberSync struct {
+	c       *Controller
+	cluster string
+	log     logr.Logger
+
+	mu         sync.Mutex
+	member     clusters.Member
+	leaf       string
+	host       cache.SharedIndexInformer
+	hostCancel context.CancelFunc
+	handler    *handlerRef
+	ctx        context.Context
+
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	depMu  sync.Mutex
+	copied map[depKey]string // member copies known to match host UID/resourceVersion
+}
+
+type handlerRef struct {
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+}
+
+func (c *Controller) startMember(parent context.Context, m clusters.Member) *memberSync {
+	ctx, cancel := context.WithCancel(parent)
+	ms := &memberSync{
+		c:       c,
+		cluster: m.Cluster(),
+		log:     c.log.WithValues("cluster", m.Cluster()),
+		kick:    make(chan struct{}, 1),
+		cancel:  cancel,
+		ctx:     ctx,
+		copied:  map[depKey]string{},
+	}
+	ms.setMember(m)
+	ms.done.Add(1)
+	go func() { defer ms.done.Done(); ms.loop(ctx) }()
+	return ms
+}
+
+// setMember points at a (new) member runtime and leaf: the member
+// handler moves to the new runtime's pod informer, and the host informer
+// is restarted when the leaf is renamed.
+func (ms *memberSync) setMember(m clusters.Member) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.member = m
+	if ms.handler == nil || ms.handler.informer != m.Runtime.Pods().Informer() {
+		if ms.handler != nil {
+			_ = ms.handler.informer.RemoveEventHandler(ms.handler.reg)
+			ms.handler = nil
+		}
+		inf := m.Runtime.Pods().Informer()
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    ms.onMemberPod,
+			UpdateFunc: func(_, o any) { ms.onMemberPod(o) },
+			DeleteFunc: ms.onMemberPod,
+		})
+		if err != nil {
+			ms.log.Error(err, "watching member pods")
+		} else {
+			ms.handler = &handlerRef{inf, reg}
+		}
+	}
+	if ms.host == nil || ms.leaf != m.Spec.LeafName {
+		if ms.hostCancel != nil {
+			ms.hostCancel()
+		}
+		ms.leaf = m.Spec.LeafName
+		ms.host, ms.hostCancel = ms.startHostInformer(ms.leaf)
+	}
+}
+
+func (ms *memberSync) startHostInformer(leaf string) (cache.SharedIndexInformer, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ms.ctx)
+	sel := fields.OneTermEqualSelector("spec.nodeName", leaf).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(ms.c.opts.Host, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }),
+		informers.WithTransform(func(obj any) (any, error) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				p.ManagedFields = nil
+			}
+			return obj, nil
+		}))
+	inf := factory.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    ms.onHostPod,
+		UpdateFunc: func(_, o any) { ms.onHostPod(o) },
+		DeleteFunc: ms.onHostPod,
+	})
+	factory.Start(ctx.Done())
+	return inf, func() { cancel(); factory.Shutdown() }
+}
+
+func podKey(obj any) (string, string, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return "", "", false
+	}
+	return p.Namespace, p.Name, true
+}
+
+func (ms *memberSync) onHostPod(obj any) {
+	if ns, name, ok := podKey(obj); ok {
+		ms.c.queue.Add(key{ms.cluster, ns, name})
+	}
+}
+
+func (ms *memberSync) onMemberPod(obj any) {
+	o := obj
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	p, ok := o.(*corev1.Pod)
+	if !ok || !ours(p, ms.cluster) {
+		return
+	}
+	ms.c.queue.Add(key{ms.cluster, p.Namespace, p.Name})
+}
+
+func (ms *memberSync) trigger() {
+	select {
+	case ms.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (ms *memberSync) stop() {
+	ms.mu.Lock()
+	if ms.handler != nil {
+		_ = ms.handler.informer.RemoveEventHandler(ms.handler.reg)
+		ms.handler = nil
+	}
+	if ms.hostCancel != nil {
+		ms.hostCancel()
+	}
+	ms.mu.Unlock()
+	ms.cancel()
+	ms.done.Wait()
+}
+
+func (ms *memberSync) snapshot() (clusters.Member, string, cache.SharedIndexInformer) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.member, ms.leaf, ms.host
+}
+
+func (ms *memberSync) synced() bool {
+	m, _, host := ms.snapshot()
+	return host.HasSynced() && m.Runtime.HasSynced()
+}
+
+// loop waits for the caches, then looks at every pod on a state change
+// and every Resync, when it also refreshes and garbage-collects the
+// ConfigMaps and Secrets in the member.
+func (ms *memberSync) loop(ctx context.Context) {
+	for !ms.synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	ms.enqueueAll()
+	tick := time.NewTicker(ms.c.opts.Resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ms.kick:
+			ms.enqueueAll()
+		case <-tick.C:
+			ms.enqueueAll()
+			if err := ms.refreshDeps(ctx); err != nil && ctx.Err() == nil {
+				ms.log.V(1).Info("refreshing ConfigMaps and Secrets", "error", err.Error())
+			}
+		}
+	}
+}
+
+// enqueueAll queues every pod name pod sync knows in this member: host
+// pods on the leaf, leafsync's member pods, pending deletes.
+func (ms *memberSync) enqueueAll() {
+	m, _, host := ms.snapshot()
+	for _, k := range host.GetStore().ListKeys() {
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err == nil {
+			ms.c.queue.Add(key{ms.cluster, ns, name})
+		}
+	}
+	if m.Runtime.HasSynced() {
+		pods, _ := m.Runtime.PodLister().List(labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}))
+		for _, p := range pods {
+			ms.c.queue.Add(key{ms.cluster, p.Namespace, p.Name})
+		}
+	}
+	for _, r := range ms.c.opts.Keeper.State(ms.cluster).Deletes {
+		ms.c.queue.Add(key{ms.cluster, r.Namespace, r.Name})
+	}
+}
+
+// requeueError asks for another look after a delay without counting as
+// a failure.
+type requeueError struct {
+	after time.Duration
+	why   string
+}
+
+func (e requeueError) Error() string { return fmt.Sprintf("requeue in %s: %s", e.after, e.why) }
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	k, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(k)
+	after, err := c.reconcile(ctx, k)
+	var rq requeueError
+	switch {
+	case errors.As(err, &rq):
+		c.queue.Forget(k)
+		c.queue.AddAfter(k, rq.after)
+	case err != nil:
+		if ctx.Err() == nil {
+			c.log.Info("pod sync failed; retrying", "cluster", k.Cluster, "pod", k.Namespace+"/"+k.Name, "error", err.Error())
+		}
+		c.queue.AddRateLimited(k)
+	default:
+		c.queue.Forget(k)
+		if after > 0 {
+			c.queue.AddAfter(k, after)
+		}
+	}
+	return true
+}
+
+// policyFor is the member's stale-eviction policy.
+func (c *Controller) policyFor(m clusters.Member) Policy {
+	if v, ok := m.Spec.Annotations[AnnotationStaleEvictionPolicy]; ok {
+		if p, err := ParsePolicy(v); err == nil {
+			return p
+		}
+	}
+	return c.opts.Policy
+}
+
+func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error) {
+	ms := c.memberSync(k.Cluster)
+	if ms == nil {
+		return 0, nil
+	}
+	m, leaf, host := ms.snapshot()
+	if !host.HasSynced() || !m.Runtime.HasSynced() {
+		return time.Second, nil
+	}
+	st, ok := c.opts.Registry.Hysteresis(k.Cluster)
+	if !ok {
+		return 0, nil
+	}
+	// Pending deletes must be read from the store before anything is
+	// decided: without them an owed delete would look like an orphan.
+	if !c.opts.Keeper.Known(k.Cluster) {
+		if _, err := c.opts.Keeper.Load(ctx, k.Cluster); err != nil {
+			return 0, requeueError{after: time.Second, why: "loading the member's pending deletes: " + err.Error()}
+		}
+	}
+	var hp *corev1.Pod
+	if obj, exists, err := host.GetStore().GetByKey(k.Namespace + "/" + k.Name); err == nil && exists {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == leaf {
+			hp = p.DeepCopy()
+		}
+	}
+	mp, err := m.Runtime.PodLister().Pods(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		mp = nil
+	} else if err != nil {
+		return 0, err
+	} else {
+		mp = mp.DeepCopy()
+	}
+	var records []store.PendingDelete
+	for _, r := range c.opts.Keeper.State(k.Cluster).Deletes {
+		if r.Namespace == k.Namespace && r.Name == k.Name {
+			records = append(records, r)
+		}
+	}
+	in := Input{
+		Now: c.opts.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
+		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
+		Host: hp, Member: mp, Records: records,
+		Replaced: func(r store.PendingDelete) bool { return c.replaced(ctx, k.Cluster, r) },
+	}
+	if hp != nil {
+		in.DesiredHash = SpecHash(hp)
+	}
+	plan := Decide(in)
+	x := &execution{c: c, ms: ms, m: m, leaf: leaf, key: k, hp: hp, mp: mp}
+	if err := x.run(ctx, plan); err != nil {
+		return 0, err
+	}
+	return plan.Requeue, nil
+}
+
+// replaced reports whether a deferred delete's replacement is Ready in
+// the host.
+func (c *Controller) replaced(ctx context.Context, cluster string, r store.PendingDelete) bool {
+	pods, err := c.nsPods.list(ctx, r.Namespace)
+	if err != nil {
+		c.log.V(1).Info("listing host pods for replacements", "namespace", r.Namespace, "error", err.Error())
+		return false
+	}
+	var recs []store.PendingDelete
+	for _, d := range c.opts.Keeper.State(cluster).Deletes {
+		if d.Namespace == r.Namespace {
+			recs = append(recs, d)
+		}
+	}
+	return Replaced(recs, pods)[r.HostUID]
+}
+
+// nsPodCache lists a namespace's host pods at most once per ttl, for
+// replacement checks (host pods off the leaves are not in any informer).
+type nsPodCache struct {
+	host    kubernetes.Interface
+	ttl     time.Duration
+	now     func() time.Time
+	mu      sync.Mutex
+	entries map[string]nsPods
+}
+
+type nsPods struct {
+	at   time.Time
+	pods []*corev1.Pod
+}
+
+func (n *nsPodCache) list(ctx context.Context, ns string) ([]*corev1.Pod, error) {
+	n.mu.Lock()
+	e, ok := n.entries[ns]
+	n.mu.Unlock()
+	if ok && n.now().Sub(e.at) < n.ttl {
+		return e.pods, nil
+	}
+	list, err := n.host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	n.mu.Lock()
+	n.entries[ns] = nsPods{at: n.now(), pods: pods}
+	for k, v := range n.entries {
+		if n.now().Sub(v.at) > time.Minute {
+			delete(n.entries, k)
+		}
+	}
+	n.mu.Unlock()
+	return pods, nil
+}
+
+// member write retries: short, so that a worker is not held while a
+// member is unreachable (the queue retries with backoff).
+var memberRetry = member.RetryOptions{InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: 5 * time.Second}

@@ -1,0 +1,527 @@
+package podsync
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// ActionType is one step of a Plan.
+type ActionType string
+
+// Actions a Plan may hold, carried out in order by the Controller.
+const (
+	// AddFinalizer puts FinalizerMemberPod on the host pod.
+	AddFinalizer ActionType = "AddFinalizer"
+	// RemoveFinalizer takes it off (the host pod is not being deleted).
+	RemoveFinalizer ActionType = "RemoveFinalizer"
+	// CreateMember creates the namespace, the ConfigMaps and Secrets the
+	// pod uses, and the member pod; then records the member pod's UID on
+	// the host pod.
+	CreateMember ActionType = "CreateMember"
+	// SetMemberUID records MemberUID on the host pod (AnnotationMemberUID).
+	SetMemberUID ActionType = "SetMemberUID"
+	// SyncStatus mirrors the member pod's status to the host pod.
+	SyncStatus ActionType = "SyncStatus"
+	// FailHost marks the host pod Failed (its member pod is gone).
+	FailHost ActionType = "FailHost"
+	// FinishHost removes the finalizer and deletes the host pod with grace
+	// 0. With Persist, only once the Keeper has written every change.
+	FinishHost ActionType = "FinishHost"
+	// DeleteMember deletes the member pod (UID precondition) with Grace.
+	DeleteMember ActionType = "DeleteMember"
+	// Record adds or replaces (by HostUID) a pending delete.
+	Record ActionType = "Record"
+	// DropRecord removes the pending delete of HostUID.
+	DropRecord ActionType = "DropRecord"
+	// Adopt relabels the member pod (MemberUID) for the current host pod.
+	Adopt ActionType = "Adopt"
+	// MarkRetained annotates the member pod as an orphan kept by Retain.
+	MarkRetained ActionType = "MarkRetained"
+	// Event records an Event (on the host pod, or the leaf when there is
+	// no host pod).
+	Event ActionType = "Event"
+)
+
+// Action is one step of a Plan.
+type Action struct {
+	Type ActionType
+	// Reason (CamelCase) and Message explain the step (Events, logs).
+	Reason  string
+	Message string
+	// Warning makes an Event a Warning.
+	Warning bool
+	// MemberUID is the member pod a step is about (precondition).
+	MemberUID types.UID
+	// Grace is DeleteMember's grace period (nil: the pod's own).
+	Grace *int64
+	// Record is Record's pending delete.
+	Record store.PendingDelete
+	// HostUID is DropRecord's key.
+	HostUID string
+	// Persist makes FinishHost wait until the Keeper has written.
+	Persist bool
+	// ConfirmGone, on FailHost and FinishHost, is a member pod the member
+	// cache no longer shows: the step only happens once a live read
+	// confirms it is gone (the cache may simply not have seen it yet).
+	ConfirmGone types.UID
+}
+
+// Plan is what Decide wants done for one pod name.
+type Plan struct {
+	Actions []Action
+	// Requeue asks to look again after this long (0: only on change).
+	Requeue time.Duration
+}
+
+func (p *Plan) add(a ...Action) { p.Actions = append(p.Actions, a...) }
+
+func (p *Plan) requeue(d time.Duration) {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	if p.Requeue == 0 || d < p.Requeue {
+		p.Requeue = d
+	}
+}
+
+// Has reports whether the plan holds an action of type t.
+func (p Plan) Has(t ActionType) bool {
+	for _, a := range p.Actions {
+		if a.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns the first action of type t.
+func (p Plan) Get(t ActionType) (Action, bool) {
+	for _, a := range p.Actions {
+		if a.Type == t {
+			return a, true
+		}
+	}
+	return Action{}, false
+}
+
+// Input is everything Decide looks at for one namespace/name in one member.
+type Input struct {
+	Now time.Time
+	// Cluster is the member's name.
+	Cluster string
+	// State is the member's hysteresis status.
+	State hysteresis.Status
+	// Policy is the member's stale-eviction policy.
+	Policy Policy
+	// MaxDeferral bounds DeferUntilReplaced; ReapAfter is how long a host
+	// pod may stay Terminating on a leaf confirmed down.
+	MaxDeferral, ReapAfter time.Duration
+	// Host is the host pod of this name bound to the member's leaf (nil:
+	// none). Member is the member pod of this name (nil: none).
+	Host, Member *corev1.Pod
+	// DesiredHash is SpecHash(Host).
+	DesiredHash string
+	// Records are the pending deletes of this namespace/name.
+	Records []store.PendingDelete
+	// Replaced reports whether a deferred delete's replacement is Ready in
+	// the host (nil: never).
+	Replaced func(store.PendingDelete) bool
+}
+
+// Polling periods of Decide.
+const (
+	// waitShort: a member pod is terminating, or the member is Suspect.
+	waitShort = time.Second
+	// ReplacementPoll: how often a deferred delete checks its replacement.
+	ReplacementPoll = 2 * time.Second
+	// conflictRetry: a member pod of that name is not leafsync's.
+	conflictRetry = 30 * time.Second
+)
+
+// relation of the member pod to the host pod.
+type relation int
+
+const (
+	relNone    relation = iota // no member pod
+	relForeign                 // a member pod leafsync did not create
+	relSame                    // leafsync's, for this host pod
+	relOther                   // leafsync's, for another host pod of this name
+)
+
+func ours(mp *corev1.Pod, cluster string) bool {
+	return mp.Labels[LabelManaged] == "true" && mp.Labels[LabelCluster] == cluster && mp.Labels[LabelHostUID] != ""
+}
+
+func relate(in Input) relation {
+	mp := in.Member
+	switch {
+	case mp == nil:
+		return relNone
+	case !ours(mp, in.Cluster):
+		return relForeign
+	case in.Host != nil && mp.Labels[LabelHostUID] == string(in.Host.UID):
+		return relSame
+	case in.Host != nil && in.Host.Annotations[AnnotationMemberUID] == string(mp.UID):
+		// Adopted: the host pod recorded this member pod's UID after
+		// relabelling it; the cache has not seen the new label yet.
+		return relSame
+	default:
+		return relOther
+	}
+}
+
+func recordFor(rs []store.PendingDelete, hostUID string) *store.PendingDelete {
+	for i := range rs {
+		if rs[i].HostUID == hostUID {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// terminatingSince is when a host pod began terminating.
+func terminatingSince(hp *corev1.Pod) time.Time {
+	t := hp.DeletionTimestamp.Time
+	if g := hp.DeletionGracePeriodSeconds; g != nil {
+		t = t.Add(-time.Duration(*g) * time.Second)
+	}
+	return t
+}
+
+// ReapTime is when a Terminating host pod on a leaf confirmed down is
+// finished: reapAfter after it began terminating and after the outage
+// was confirmed, whichever is later.
+func ReapTime(hp *corev1.Pod, st hysteresis.Status, reapAfter time.Duration) time.Time {
+	from := terminatingSince(hp)
+	down := st.OutageSince
+	if down.IsZero() {
+		down = st.Since
+	}
+	if down.After(from) {
+		from = down
+	}
+	return from.Add(reapAfter)
+}
+
+// Decide is the pure decision of pod sync for one namespace/name in one
+// member: given the host pod, the member pod, the member's state and the
+// pending deletes, what to do next. It is level-based: run again after
+// the plan is carried out, it goes on from where things are.
+func Decide(in Input) Plan {
+	var p Plan
+	hostUID := ""
+	if in.Host != nil {
+		hostUID = string(in.Host.UID)
+	}
+	for _, r := range in.Records {
+		if r.HostUID != hostUID {
+			decideRecord(in, r, &p)
+		}
+	}
+	switch {
+	case in.Host == nil:
+		decideOrphan(in, &p)
+	case in.Host.DeletionTimestamp != nil:
+		decideTerminating(in, &p)
+	default:
+		decideLive(in, &p)
+	}
+	return p
+}
+
+func (in Input) del(mp *corev1.Pod, grace *int64, reason, msg string) Action {
+	return Action{Type: DeleteMember, MemberUID: mp.UID, Grace: grace, Reason: reason, Message: msg}
+}
+
+// decideRecord handles a pending delete whose host pod is gone (or was
+// replaced by a new pod of the same name).
+func decideRecord(in Input, r store.PendingDelete, p *Plan) {
+	if in.State.State != hysteresis.Ready {
+		return // owed and deferred deletes wait for a Ready member; a state change looks again
+	}
+	mp := in.Member
+	if mp == nil || !ours(mp, in.Cluster) || mp.Labels[LabelHostUID] != r.HostUID {
+		p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone"})
+		return
+	}
+	if mp.DeletionTimestamp != nil {
+		p.requeue(waitShort)
+		return
+	}
+	if in.Host != nil {
+		return // a new host pod wants this name: decideLive adopts or deletes
+	}
+	if !IsEvictionCause(r.Cause) {
+		p.add(in.del(mp, r.GracePeriodSeconds, "OwedDeleteForwarded",
+			fmt.Sprintf("forwarding the delete (cause %q) the member missed while unreachable", causeText(r.Cause))))
+		p.requeue(waitShort)
+		return
+	}
+	switch in.Policy {
+	case Forward:
+		p.add(in.del(mp, r.GracePeriodSeconds, "StaleEvictionForwarded",
+			fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", r.Cause)))
+		p.requeue(waitShort)
+		return
+	case Retain:
+		if r.Kind != store.Retained {
+			rr := r
+			rr.Kind, rr.Since = store.Retained, in.Now
+			p.add(Action{Type: Record, Record: rr},
+				Action{Type: MarkRetained, MemberUID: mp.UID},
+				Action{Type: Event, Warning: true, Reason: "StaleEvictionRetained",
+					Message: fmt.Sprintf("member pod %s/%s kept as an orphan: stale eviction (%s), policy Retain", r.Namespace, r.Name, r.Cause)})
+		}
+		return
+	}
+	// DeferUntilReplaced.
+	if r.Kind != store.Deferred {
+		rr := r
+		rr.Kind, rr.Since = store.Deferred, in.Now
+		p.add(Action{Type: Record, Record: rr},
+			Action{Type: Event, Reason: "StaleEvictionDeferred",
+				Message: fmt.Sprintf("member pod %s/%s kept until its replacement is Ready (at most %s): stale eviction (%s)", r.Namespace, r.Name, in.MaxDeferral, r.Cause)})
+		p.requeue(min(ReplacementPoll, in.MaxDeferral))
+		return
+	}
+	if in.Replaced != nil && in.Replaced(r) {
+		p.add(in.del(mp, r.GracePeriodSeconds, "DeferredDeleteReplaced",
+			fmt.Sprintf("the replacement of %s/%s is Ready in the host", r.Namespace, r.Name)))
+		p.requeue(waitShort)
+		return
+	}
+	deadline := r.Since.Add(in.MaxDeferral)
+	if !in.Now.Before(deadline) {
+		p.add(in.del(mp, r.GracePeriodSeconds, "DeferredDeleteExpired",
+			fmt.Sprintf("no Ready replacement of %s/%s within maxDeferral %s", r.Namespace, r.Name, in.MaxDeferral)))
+		p.requeue(waitShort)
+		return
+	}
+	p.requeue(min(ReplacementPoll, deadline.Sub(in.Now)))
+}
+
+func causeText(c string) string {
+	if c == CauseNone {
+		return "DELETE"
+	}
+	return c
+}
+
+// decideOrphan: no host pod of this name on the leaf. A member pod of
+// leafsync's without a pending delete is an orphan (state lost, finalizer
+// removed by hand); it is handled like a stale eviction.
+func decideOrphan(in Input, p *Plan) {
+	mp := in.Member
+	if mp == nil || !ours(mp, in.Cluster) || mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
+		return
+	}
+	uid := mp.Labels[LabelHostUID]
+	if recordFor(in.Records, uid) != nil {
+		return
+	}
+	r := store.PendingDelete{
+		Kind: store.Deferred, Namespace: mp.Namespace, Name: mp.Name, HostUID: uid,
+		Cause: CauseOrphan, Owner: mp.Annotations[AnnotationOwner], Since: in.Now,
+	}
+	switch in.Policy {
+	case Forward:
+		p.add(in.del(mp, nil, "OrphanDeleted", "member pod has no host pod: policy Forward"))
+		p.requeue(waitShort)
+		return
+	case Retain:
+		r.Kind = store.Retained
+		p.add(Action{Type: Record, Record: r}, Action{Type: MarkRetained, MemberUID: mp.UID})
+	default:
+		p.add(Action{Type: Record, Record: r})
+		p.requeue(min(ReplacementPoll, in.MaxDeferral))
+	}
+	p.add(Action{Type: Event, Warning: true, Reason: "OrphanMemberPod",
+		Message: fmt.Sprintf("member pod %s/%s has no host pod and no record; handled as a stale eviction (%s)", mp.Namespace, mp.Name, r.Kind)})
+}
+
+// decideLive: the host pod exists and is not being deleted.
+func decideLive(in Input, p *Plan) {
+	hp, mp := in.Host, in.Member
+	rel := relate(in)
+	st := in.State.State
+	if isTerminal(hp) {
+		switch {
+		case rel == relSame && st.LeafReady():
+			p.add(Action{Type: SyncStatus})
+		case rel != relSame && hasFinalizer(hp) && st == hysteresis.Ready:
+			p.add(Action{Type: RemoveFinalizer, Reason: "NoMemberPod"})
+		}
+		return
+	}
+	if !st.LeafReady() {
+		return // member confirmed down: nothing to write; a state change looks again
+	}
+	switch rel {
+	case relNone:
+		if hp.Annotations[AnnotationMemberUID] != "" {
+			if st != hysteresis.Ready {
+				p.requeue(waitShort)
+				return
+			}
+			msg := fmt.Sprintf("the pod was deleted or evicted in member cluster %s", in.Cluster)
+			gone := types.UID(hp.Annotations[AnnotationMemberUID])
+			p.add(Action{Type: FailHost, Reason: "MemberPodDeleted", Message: msg, ConfirmGone: gone})
+			if hasFinalizer(hp) {
+				p.add(Action{Type: RemoveFinalizer, Reason: "MemberPodDeleted"})
+			}
+			p.add(Action{Type: Event, Warning: true, Reason: "MemberPodDeleted", Message: msg})
+			return
+		}
+		if !hasFinalizer(hp) {
+			p.add(Action{Type: AddFinalizer})
+		}
+		p.add(Action{Type: CreateMember})
+	case relForeign:
+		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
+			Message: fmt.Sprintf("member cluster %s has a pod %s/%s that leafsync did not create; not touching it", in.Cluster, hp.Namespace, hp.Name)})
+		p.requeue(conflictRetry)
+	case relSame:
+		if !hasFinalizer(hp) && mp.DeletionTimestamp == nil {
+			p.add(Action{Type: AddFinalizer})
+		}
+		if hp.Annotations[AnnotationMemberUID] != string(mp.UID) {
+			p.add(Action{Type: SetMemberUID, MemberUID: mp.UID})
+		}
+		p.add(Action{Type: SyncStatus})
+	case relOther:
+		decideOtherIncarnation(in, p)
+	}
+}
+
+// decideOtherIncarnation: a new host pod wants a name whose member pod
+// belongs to a previous host pod (a recreated StatefulSet pod).
+func decideOtherIncarnation(in Input, p *Plan) {
+	hp, mp := in.Host, in.Member
+	if mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
+		p.requeue(waitShort)
+		return
+	}
+	r := recordFor(in.Records, mp.Labels[LabelHostUID])
+	stale := r == nil || IsEvictionCause(r.Cause)
+	compatible := mp.Annotations[AnnotationSpecHash] == in.DesiredHash && !isTerminal(mp)
+	if stale && compatible && in.Policy != Forward {
+		if !hasFinalizer(hp) {
+			p.add(Action{Type: AddFinalizer})
+		}
+		p.add(Action{Type: Adopt, MemberUID: mp.UID})
+		if r != nil {
+			p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "Adopted"})
+		}
+		p.add(Action{Type: SetMemberUID, MemberUID: mp.UID},
+			Action{Type: Event, Reason: "MemberPodAdopted",
+				Message: fmt.Sprintf("adopted the member pod still running in %s (uid %s) instead of restarting it", in.Cluster, mp.UID)})
+		return
+	}
+	if r != nil && r.Kind == store.Retained && in.Policy == Retain {
+		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
+			Message: fmt.Sprintf("member pod %s/%s is retained (policy Retain) and cannot be adopted (spec changed); delete it in %s to let this pod start", hp.Namespace, hp.Name, in.Cluster)})
+		p.requeue(conflictRetry)
+		return
+	}
+	var grace *int64
+	why := "its spec differs from the new host pod's"
+	switch {
+	case r != nil && !IsEvictionCause(r.Cause):
+		grace, why = r.GracePeriodSeconds, fmt.Sprintf("its host pod was deleted (%s)", causeText(r.Cause))
+	case in.Policy == Forward:
+		why = "policy Forward never adopts"
+	case isTerminal(mp):
+		why = "it has finished"
+	}
+	p.add(in.del(mp, grace, "MemberPodReplaced",
+		fmt.Sprintf("deleting the member pod of the previous %s/%s: %s", hp.Namespace, hp.Name, why)))
+	p.requeue(waitShort)
+}
+
+// decideTerminating: the host pod is being deleted.
+func decideTerminating(in Input, p *Plan) {
+	hp, mp := in.Host, in.Member
+	rel := relate(in)
+	st := in.State.State
+	cause := CauseOf(hp)
+	r := recordFor(in.Records, string(hp.UID))
+	down := st == hysteresis.NotReady || st == hysteresis.Recovering
+	// Does a member pod of this host pod exist, or may it (the cache is
+	// not trusted while the member is not Ready)?
+	downstream := rel == relSame || (rel == relNone && hp.Annotations[AnnotationMemberUID] != "" && st != hysteresis.Ready)
+	if !downstream {
+		finish := Action{Type: FinishHost, Reason: "MemberPodGone"}
+		if rel == relNone {
+			finish.ConfirmGone = types.UID(hp.Annotations[AnnotationMemberUID])
+		}
+		if r != nil {
+			p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone"})
+		}
+		p.add(finish)
+		return
+	}
+	if down {
+		if r == nil {
+			p.add(Action{Type: Record, Record: store.PendingDelete{
+				Kind: store.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
+				Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
+				GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
+			}}, Action{Type: Event, Reason: "DeleteOwed",
+				Message: fmt.Sprintf("member cluster %s is down: the delete (%s) is recorded and will be handled when it is back", in.Cluster, causeText(cause))})
+		}
+		reap := ReapTime(hp, in.State, in.ReapAfter)
+		if !in.Now.Before(reap) {
+			p.add(Action{Type: FinishHost, Persist: true, Reason: "Reaped"},
+				Action{Type: Event, Warning: true, Reason: "PodReaped",
+					Message: fmt.Sprintf("finished in the host after %s Terminating on a leaf whose member is down; the member pod's delete is owed", in.ReapAfter)})
+		} else {
+			p.requeue(reap.Sub(in.Now))
+		}
+		return
+	}
+	if rel == relNone || mp.DeletionTimestamp != nil {
+		p.requeue(waitShort) // Suspect with an untrusted cache, or the member pod is going
+		return
+	}
+	if st == hysteresis.Suspect {
+		if !IsEvictionCause(cause) {
+			p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", causeText(cause))))
+		}
+		p.requeue(waitShort) // an eviction waits until the member is confirmed Ready or down
+		return
+	}
+	// The member is Ready.
+	if !IsEvictionCause(cause) {
+		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", causeText(cause))))
+		p.requeue(waitShort)
+		return
+	}
+	if in.Policy == Forward {
+		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "StaleEvictionForwarded", fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", cause)))
+		p.requeue(waitShort)
+		return
+	}
+	rec := store.PendingDelete{
+		Kind: store.Deferred, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
+		Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
+		GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
+	}
+	reason, msg := "StaleEvictionDeferred", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept until the replacement is Ready (at most %s)", in.Cluster, cause, in.MaxDeferral)
+	if in.Policy == Retain {
+		rec.Kind = store.Retained
+		reason, msg = "StaleEvictionRetained", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept as an orphan (policy Retain)", in.Cluster, cause)
+	}
+	if r == nil || r.Kind != rec.Kind {
+		p.add(Action{Type: Record, Record: rec}, Action{Type: Event, Reason: reason, Message: msg})
+		if rec.Kind == store.Retained {
+			p.add(Action{Type: MarkRetained, MemberUID: mp.UID})
+		}
+	}
+	p.add(Action{Type: FinishHost, Persist: true, Reason: reason})
+}

@@ -1,0 +1,323 @@
+package podsync
+
+import (
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"testing"
+	"time"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+func wantActions(t *testing.T, p Plan, want ...ActionType) {
+	t.Helper()
+	got := types_(p)
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+}
+
+func TestCauseOf(t *testing.T) {
+	for cause, eviction := range map[string]bool{
+		CauseNone: false, CauseEvictionAPI: false, CausePreemption: false, "TerminationByKubelet": false, "SomethingNew": false,
+		CauseTaintManager: true, CausePodGC: true, CauseOrphan: true,
+	} {
+		p := deleted(hostPod("h1"), t0, 30, cause)
+		if got := CauseOf(p); got != cause {
+			t.Errorf("CauseOf = %q, want %q", got, cause)
+		}
+		if IsEvictionCause(cause) != eviction {
+			t.Errorf("IsEvictionCause(%q) = %v, want %v", cause, !eviction, eviction)
+		}
+	}
+	// A DisruptionTarget that is not True is no cause.
+	p := hostPod("h1")
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse, Reason: CauseTaintManager})
+	if got := CauseOf(p); got != CauseNone {
+		t.Errorf("CauseOf with DisruptionTarget=False = %q, want none", got)
+	}
+}
+
+func TestLive(t *testing.T) {
+	t.Run("new host pod: finalizer first, then the member pod", func(t *testing.T) {
+		wantActions(t, Decide(input(hysteresis.Ready, hostPod("h1"), nil)), AddFinalizer, CreateMember)
+		wantActions(t, Decide(input(hysteresis.Suspect, withFinalizer(hostPod("h1")), nil)), CreateMember)
+	})
+	t.Run("running: record the member UID and mirror status", func(t *testing.T) {
+		hp := withFinalizer(hostPod("h1"))
+		wantActions(t, Decide(input(hysteresis.Ready, hp, memberOf(hp, "m1"))), SetMemberUID, SyncStatus)
+		withMemberUID(hp, "m1")
+		wantActions(t, Decide(input(hysteresis.Ready, hp, memberOf(hp, "m1"))), SyncStatus)
+	})
+	t.Run("member confirmed down: no member writes, no status from a stale cache", func(t *testing.T) {
+		for _, s := range []hysteresis.State{hysteresis.NotReady, hysteresis.Recovering} {
+			hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+			wantActions(t, Decide(input(s, hp, memberOf(hp, "m1"))))
+			wantActions(t, Decide(input(s, hostPod("h2"), nil)))
+		}
+	})
+	t.Run("member pod deleted in the member: host pod fails", func(t *testing.T) {
+		hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+		p := Decide(input(hysteresis.Ready, hp, nil))
+		wantActions(t, p, FailHost, RemoveFinalizer, Event)
+		// Not while the member is Suspect: the cache may be behind.
+		p = Decide(input(hysteresis.Suspect, hp, nil))
+		wantActions(t, p)
+		if p.Requeue == 0 {
+			t.Error("no requeue while Suspect")
+		}
+	})
+	t.Run("a member pod leafsync did not create is left alone", func(t *testing.T) {
+		hp := hostPod("h1")
+		foreign := memberOf(hp, "x")
+		foreign.Labels = map[string]string{"app": "web"}
+		wantActions(t, Decide(input(hysteresis.Ready, hp, foreign)), Event)
+	})
+	t.Run("terminal host pod without member pod loses the finalizer", func(t *testing.T) {
+		hp := withFinalizer(hostPod("h1"))
+		hp.Status.Phase = "Failed"
+		wantActions(t, Decide(input(hysteresis.Ready, hp, nil)), RemoveFinalizer)
+	})
+}
+
+func TestForwardedDeletes(t *testing.T) {
+	for _, cause := range []string{CauseNone, CauseEvictionAPI, CausePreemption, "TerminationByKubelet"} {
+		t.Run(causeText(cause), func(t *testing.T) {
+			hp := withMemberUID(withFinalizer(deleted(hostPod("h1"), t0.Add(-time.Second), 30, cause)), "m1")
+			mp := memberOf(hp, "m1")
+			p := Decide(input(hysteresis.Ready, hp, mp))
+			wantActions(t, p, DeleteMember)
+			a, _ := p.Get(DeleteMember)
+			if a.MemberUID != "m1" || a.Grace == nil || *a.Grace != 30 {
+				t.Errorf("DeleteMember uid=%s grace=%v, want m1 and 30", a.MemberUID, a.Grace)
+			}
+			// Suspect: still forwarded (it may fail; retried).
+			wantActions(t, Decide(input(hysteresis.Suspect, hp, mp)), DeleteMember)
+			// Once the member pod is gone, the host pod is finished.
+			wantActions(t, Decide(input(hysteresis.Ready, hp, nil)), FinishHost)
+		})
+	}
+}
+
+func TestStaleEviction(t *testing.T) {
+	for _, cause := range []string{CauseTaintManager, CausePodGC} {
+		hp := withMemberUID(withFinalizer(deleted(hostPod("h1"), t0.Add(-5*time.Second), 30, cause)), "m1")
+		mp := memberOf(hp, "m1")
+		t.Run(cause+"/DeferUntilReplaced", func(t *testing.T) {
+			p := Decide(input(hysteresis.Ready, hp, mp))
+			wantActions(t, p, Record, Event, FinishHost)
+			r, _ := p.Get(Record)
+			if r.Record.Kind != store.Deferred || r.Record.Cause != cause || r.Record.HostUID != "h1" ||
+				r.Record.Owner != "StatefulSet/web" || !r.Record.Since.Equal(t0) || !r.Record.HostDeletedAt.Equal(t0.Add(-5*time.Second)) {
+				t.Errorf("record = %+v", r.Record)
+			}
+			if f, _ := p.Get(FinishHost); !f.Persist {
+				t.Error("FinishHost without Persist: the deferred delete could be lost")
+			}
+		})
+		t.Run(cause+"/Retain", func(t *testing.T) {
+			in := input(hysteresis.Ready, hp, mp)
+			in.Policy = Retain
+			p := Decide(in)
+			wantActions(t, p, Record, Event, MarkRetained, FinishHost)
+			if r, _ := p.Get(Record); r.Record.Kind != store.Retained {
+				t.Errorf("record kind %s", r.Record.Kind)
+			}
+		})
+		t.Run(cause+"/Forward", func(t *testing.T) {
+			in := input(hysteresis.Ready, hp, mp)
+			in.Policy = Forward
+			wantActions(t, Decide(in), DeleteMember)
+		})
+		t.Run(cause+"/Suspect waits for a decision", func(t *testing.T) {
+			p := Decide(input(hysteresis.Suspect, hp, mp))
+			wantActions(t, p)
+			if p.Requeue == 0 {
+				t.Error("no requeue")
+			}
+		})
+	}
+}
+
+func TestOwedAndReaper(t *testing.T) {
+	for _, cause := range []string{CauseTaintManager, CauseNone} {
+		for _, s := range []hysteresis.State{hysteresis.NotReady, hysteresis.Recovering} {
+			t.Run(causeText(cause)+"/"+s.String(), func(t *testing.T) {
+				// Evicted 10s ago, 30s into an outage: reaping at
+				// max(termination, outage) + reapAfter = t0+50s.
+				hp := withMemberUID(withFinalizer(deleted(hostPod("h1"), t0.Add(-10*time.Second), 30, cause)), "m1")
+				mp := memberOf(hp, "m1")
+				in := input(s, hp, mp)
+				in.State.OutageSince = t0.Add(-30 * time.Second)
+				p := Decide(in)
+				wantActions(t, p, Record, Event)
+				r, _ := p.Get(Record)
+				if r.Record.Kind != store.Owed || r.Record.Cause != cause || *r.Record.GracePeriodSeconds != 30 {
+					t.Errorf("record = %+v", r.Record)
+				}
+				if p.Requeue != 50*time.Second {
+					t.Errorf("requeue %s, want 50s (reapAfter from the later of termination and outage)", p.Requeue)
+				}
+				// Recorded already: nothing until reap time.
+				in.Records = []store.PendingDelete{r.Record}
+				wantActions(t, Decide(in))
+				// Same without a member pod in the (untrusted) cache.
+				in.Member = nil
+				wantActions(t, Decide(in))
+				in.Member = mp
+				in.Now = t0.Add(50 * time.Second)
+				p = Decide(in)
+				wantActions(t, p, FinishHost, Event)
+				if f, _ := p.Get(FinishHost); !f.Persist {
+					t.Error("reaped without waiting for the owed delete to be written")
+				}
+			})
+		}
+	}
+	t.Run("ReapTime counts from the later of termination and outage", func(t *testing.T) {
+		hp := deleted(hostPod("h1"), t0, 30, CauseTaintManager)
+		st := hysteresis.Status{State: hysteresis.NotReady, OutageSince: t0.Add(-time.Hour)}
+		if got := ReapTime(hp, st, time.Minute); !got.Equal(t0.Add(time.Minute)) {
+			t.Errorf("ReapTime = %s", got)
+		}
+		st.OutageSince = t0.Add(time.Hour)
+		if got := ReapTime(hp, st, time.Minute); !got.Equal(t0.Add(time.Hour + time.Minute)) {
+			t.Errorf("ReapTime = %s", got)
+		}
+	})
+}
+
+func owed(cause string) store.PendingDelete {
+	return store.PendingDelete{Kind: store.Owed, Namespace: "apps", Name: "web-0", HostUID: "h1", Cause: cause,
+		Owner: "StatefulSet/web", Since: t0.Add(-time.Minute), HostDeletedAt: t0.Add(-time.Minute)}
+}
+
+func TestRecords(t *testing.T) {
+	gone := hostPod("h1")
+	mp := memberOf(gone, "m1")
+	t.Run("owed deletes wait for a Ready member", func(t *testing.T) {
+		for _, s := range []hysteresis.State{hysteresis.Suspect, hysteresis.NotReady, hysteresis.Recovering} {
+			wantActions(t, Decide(input(s, nil, mp, owed(CauseTaintManager))))
+			wantActions(t, Decide(input(s, nil, nil, owed(CauseNone))))
+		}
+	})
+	t.Run("owed user delete is forwarded when the member is back", func(t *testing.T) {
+		wantActions(t, Decide(input(hysteresis.Ready, nil, mp, owed(CauseNone))), DeleteMember)
+	})
+	t.Run("owed eviction is stale when the member is back: deferred", func(t *testing.T) {
+		p := Decide(input(hysteresis.Ready, nil, mp, owed(CauseTaintManager)))
+		wantActions(t, p, Record, Event)
+		r, _ := p.Get(Record)
+		if r.Record.Kind != store.Deferred || !r.Record.Since.Equal(t0) || !r.Record.HostDeletedAt.Equal(t0.Add(-time.Minute)) {
+			t.Errorf("deferred record %+v: Since must restart now, HostDeletedAt must stay", r.Record)
+		}
+	})
+	t.Run("owed eviction under Retain and Forward", func(t *testing.T) {
+		in := input(hysteresis.Ready, nil, mp, owed(CauseTaintManager))
+		in.Policy = Retain
+		wantActions(t, Decide(in), Record, MarkRetained, Event)
+		in.Policy = Forward
+		wantActions(t, Decide(in), DeleteMember)
+	})
+	t.Run("deferred: deleted once replaced or expired, not before", func(t *testing.T) {
+		d := owed(CauseTaintManager)
+		d.Kind, d.Since = store.Deferred, t0.Add(-time.Minute)
+		in := input(hysteresis.Ready, nil, mp, d)
+		replaced := false
+		in.Replaced = func(store.PendingDelete) bool { return replaced }
+		p := Decide(in)
+		wantActions(t, p)
+		if p.Requeue != ReplacementPoll {
+			t.Errorf("requeue %s, want %s", p.Requeue, ReplacementPoll)
+		}
+		replaced = true
+		p = Decide(in)
+		wantActions(t, p, DeleteMember)
+		if a, _ := p.Get(DeleteMember); a.Reason != "DeferredDeleteReplaced" {
+			t.Errorf("reason %s", a.Reason)
+		}
+		replaced = false
+		in.Now = d.Since.Add(in.MaxDeferral)
+		p = Decide(in)
+		wantActions(t, p, DeleteMember)
+		if a, _ := p.Get(DeleteMember); a.Reason != "DeferredDeleteExpired" {
+			t.Errorf("reason %s", a.Reason)
+		}
+	})
+	t.Run("a record whose member pod is gone or re-owned is dropped", func(t *testing.T) {
+		wantActions(t, Decide(input(hysteresis.Ready, nil, nil, owed(CauseTaintManager))), DropRecord)
+		other := memberOf(hostPod("h9"), "m9")
+		o9 := owed(CauseTaintManager)
+		o9.HostUID, o9.Kind, o9.Since = "h9", store.Deferred, t0
+		p := Decide(input(hysteresis.Ready, nil, other, owed(CauseTaintManager), o9))
+		wantActions(t, p, DropRecord)
+		if a, _ := p.Get(DropRecord); a.HostUID != "h1" {
+			t.Errorf("dropped %s, want h1", a.HostUID)
+		}
+	})
+}
+
+func TestAdoption(t *testing.T) {
+	old := hostPod("h1")
+	mp := memberOf(old, "m1")
+	recreated := hostPod("h2") // same name, new UID, same template
+	t.Run("compatible: adopted, not restarted", func(t *testing.T) {
+		for _, r := range []*store.PendingDelete{ptrTo(owed(CauseTaintManager)), nil} {
+			var recs []store.PendingDelete
+			if r != nil {
+				recs = append(recs, *r)
+			}
+			p := Decide(input(hysteresis.Ready, recreated, mp, recs...))
+			want := []ActionType{AddFinalizer, Adopt, DropRecord, SetMemberUID, Event}
+			if r == nil {
+				want = []ActionType{AddFinalizer, Adopt, SetMemberUID, Event}
+			}
+			wantActions(t, p, want...)
+			if a, _ := p.Get(Adopt); a.MemberUID != "m1" {
+				t.Errorf("adopts %s", a.MemberUID)
+			}
+		}
+	})
+	t.Run("once adopted, a cache that still shows the old label changes nothing", func(t *testing.T) {
+		h := withMemberUID(withFinalizer(hostPod("h2")), "m1")
+		wantActions(t, Decide(input(hysteresis.Ready, h, mp)), SyncStatus)
+	})
+	t.Run("changed spec: the old member pod is deleted", func(t *testing.T) {
+		changed := hostPod("h2")
+		changed.Spec.Containers[0].Image = "registry.example/app:2"
+		wantActions(t, Decide(input(hysteresis.Ready, changed, mp, owed(CauseTaintManager))), DeleteMember)
+	})
+	t.Run("the previous pod was deleted on purpose: no adoption", func(t *testing.T) {
+		wantActions(t, Decide(input(hysteresis.Ready, recreated, mp, owed(CauseNone))), DeleteMember)
+	})
+	t.Run("policy Forward never adopts", func(t *testing.T) {
+		in := input(hysteresis.Ready, recreated, mp, owed(CauseTaintManager))
+		in.Policy = Forward
+		wantActions(t, Decide(in), DeleteMember)
+	})
+	t.Run("not while the member is not Ready", func(t *testing.T) {
+		wantActions(t, Decide(input(hysteresis.Suspect, recreated, mp, owed(CauseTaintManager))))
+		wantActions(t, Decide(input(hysteresis.Recovering, recreated, mp, owed(CauseTaintManager))))
+	})
+}
+
+func TestOrphans(t *testing.T) {
+	mp := memberOf(hostPod("h1"), "m1")
+	p := Decide(input(hysteresis.Ready, nil, mp))
+	wantActions(t, p, Record, Event)
+	r, _ := p.Get(Record)
+	if r.Record.Kind != store.Deferred || r.Record.Cause != CauseOrphan || r.Record.Owner != "StatefulSet/web" {
+		t.Errorf("orphan record %+v", r.Record)
+	}
+	wantActions(t, Decide(input(hysteresis.Suspect, nil, mp)))
+	in := input(hysteresis.Ready, nil, mp)
+	in.Policy = Retain
+	wantActions(t, Decide(in), Record, MarkRetained, Event)
+}
+
+func ptrTo[T any](v T) *T { return &v }

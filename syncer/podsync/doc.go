@@ -1,0 +1,28 @@
+// Package podsync runs the pods the host schedules onto a leaf in the leaf's
+// member cluster, mirrors their status back, and guards their deletion.
+//
+// For every host pod bound to a leaf, the member gets a pod of the same
+// namespace and name (the namespace, and the ConfigMaps and Secrets the pod
+// uses, are created as needed), labelled with the member's cluster name and
+// the host pod's UID. The host pod carries the finalizer
+// leafsync.io/member-pod while a member pod may exist, so that no host
+// deletion is lost while the member is unreachable.
+//
+// Every host deletion is classified by cause (the DisruptionTarget
+// condition's reason, or none). Deletes a person or a controller asked for
+// (plain DELETE, Eviction API, preemption) are forwarded with their grace
+// period. Eviction deletes (taint manager, pod GC) of pods on a leaf whose
+// member is Ready again are stale: they are never forwarded directly but
+// handled by the stale-eviction policy (DeferUntilReplaced, Retain,
+// Forward). Eviction deletes on a leaf confirmed NotReady are recorded as
+// owed through the store's Keeper and executed, by the same policy, once the
+// member is Ready. A recreated host pod (a StatefulSet's) adopts the member
+// pod that still runs when its spec is compatible; Terminating host pods on a
+// leaf confirmed down are finished after reapAfter so their owners can fail
+// over.
+//
+// The decisions are a pure function (Decide) of the host pod, the member
+// pod, the member's hysteresis status and the pending deletes; the
+// Controller feeds it from informers and carries out its Plan. See
+// docs/pod-sync.md.
+package podsync

@@ -1,0 +1,364 @@
+package podsync
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// execution carries out one Plan for one pod name.
+type execution struct {
+	c    *Controller
+	ms   *memberSync
+	m    clusters.Member
+	leaf string
+	key  key
+	hp   *corev1.Pod // updated as host writes return
+	mp   *corev1.Pod
+}
+
+func (x *execution) run(ctx context.Context, plan Plan) error {
+	for _, a := range plan.Actions {
+		if err := x.do(ctx, a); err != nil {
+			return fmt.Errorf("%s: %w", a.Type, err)
+		}
+	}
+	return nil
+}
+
+func (x *execution) logAction(a Action, kv ...any) {
+	kv = append([]any{"cluster", x.key.Cluster, "pod", x.key.Namespace + "/" + x.key.Name, "action", string(a.Type)}, kv...)
+	if a.Reason != "" {
+		kv = append(kv, "reason", a.Reason)
+	}
+	if a.Message != "" {
+		kv = append(kv, "message", a.Message)
+	}
+	x.c.log.Info("pod sync", kv...)
+}
+
+func (x *execution) do(ctx context.Context, a Action) error {
+	c := x.c
+	if a.ConfirmGone != "" {
+		if err := x.confirmGone(ctx, a.ConfirmGone); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch a.Type {
+	case AddFinalizer:
+		x.hp, err = c.addFinalizer(ctx, x.hp)
+	case RemoveFinalizer:
+		x.logAction(a)
+		x.hp, err = c.removeFinalizer(ctx, x.hp)
+	case CreateMember:
+		err = x.createMember(ctx)
+	case SetMemberUID:
+		x.hp, err = c.setMemberUID(ctx, x.hp, a.MemberUID)
+	case SyncStatus:
+		err = x.syncStatus(ctx)
+	case FailHost:
+		x.logAction(a)
+		err = x.updateHostStatus(ctx, FailedStatus(x.hp, a.Reason, a.Message, c.opts.Now()))
+	case FinishHost:
+		x.logAction(a)
+		err = x.finishHost(ctx, a.Persist)
+	case DeleteMember:
+		x.logAction(a, "memberUID", string(a.MemberUID), "grace", a.Grace)
+		err = x.deleteMember(ctx, a)
+	case Record:
+		x.logAction(a, "kind", string(a.Record.Kind), "hostUID", a.Record.HostUID, "cause", a.Record.Cause, "owner", a.Record.Owner)
+		c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, a.Record) })
+	case DropRecord:
+		x.logAction(a, "hostUID", a.HostUID)
+		c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) {
+			s.Deletes = removeDelete(s.Deletes, x.key.Namespace, x.key.Name, a.HostUID)
+		})
+	case Adopt:
+		x.logAction(a, "memberUID", string(a.MemberUID))
+		err = x.adopt(ctx, a.MemberUID)
+	case MarkRetained:
+		err = x.patchMember(ctx, a.MemberUID, map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{AnnotationOrphaned: c.opts.Now().UTC().Format(time.RFC3339)},
+		}})
+	case Event:
+		x.event(a)
+	}
+	return err
+}
+
+// confirmGone reads the member pod from the member: a pod with that UID
+// still there means the cache is behind (a pod just created), not that it
+// was deleted.
+func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
+	mp, err := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace).Get(ctx, x.key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case mp.UID == uid:
+		return requeueError{after: 200 * time.Millisecond, why: "member pod exists; the cache has not seen it yet"}
+	}
+	return nil
+}
+
+func upsertDelete(ds []store.PendingDelete, r store.PendingDelete) []store.PendingDelete {
+	for i := range ds {
+		if ds[i].Namespace == r.Namespace && ds[i].Name == r.Name && ds[i].HostUID == r.HostUID {
+			ds[i] = r
+			return ds
+		}
+	}
+	return append(ds, r)
+}
+
+func removeDelete(ds []store.PendingDelete, ns, name, hostUID string) []store.PendingDelete {
+	out := ds[:0]
+	for _, d := range ds {
+		if !(d.Namespace == ns && d.Name == name && d.HostUID == hostUID) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (x *execution) event(a Action) {
+	rec := x.c.opts.Recorder
+	if rec == nil {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	if a.Warning {
+		typ = corev1.EventTypeWarning
+	}
+	var regarding runtime.Object = &corev1.ObjectReference{Kind: "Node", Name: x.leaf, APIVersion: "v1"}
+	if x.hp != nil {
+		regarding = x.hp
+	}
+	rec.Eventf(regarding, nil, typ, a.Reason, string(a.Type), "%s", a.Message)
+}
+
+// ---- host writes ----
+
+func (c *Controller) patchHost(ctx context.Context, hp *corev1.Pod, pt types.PatchType, patch any) (*corev1.Pod, error) {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return hp, err
+	}
+	out, err := c.opts.Host.CoreV1().Pods(hp.Namespace).Patch(ctx, hp.Name, pt, data, metav1.PatchOptions{})
+	if err != nil {
+		return hp, err
+	}
+	if out.UID != hp.UID {
+		return hp, fmt.Errorf("host pod %s/%s was replaced (uid %s, expected %s)", hp.Namespace, hp.Name, out.UID, hp.UID)
+	}
+	return out, nil
+}
+
+func (c *Controller) addFinalizer(ctx context.Context, hp *corev1.Pod) (*corev1.Pod, error) {
+	if hasFinalizer(hp) {
+		return hp, nil
+	}
+	return c.patchHost(ctx, hp, types.StrategicMergePatchType, map[string]any{"metadata": map[string]any{
+		"uid": hp.UID, "finalizers": []string{FinalizerMemberPod},
+	}})
+}
+
+func (c *Controller) removeFinalizer(ctx context.Context, hp *corev1.Pod) (*corev1.Pod, error) {
+	if !hasFinalizer(hp) {
+		return hp, nil
+	}
+	out, err := c.patchHost(ctx, hp, types.StrategicMergePatchType, map[string]any{"metadata": map[string]any{
+		"uid": hp.UID, "$deleteFromPrimitiveList/finalizers": []string{FinalizerMemberPod},
+	}})
+	if apierrors.IsNotFound(err) {
+		return hp, nil
+	}
+	return out, err
+}
+
+func (c *Controller) setMemberUID(ctx context.Context, hp *corev1.Pod, uid types.UID) (*corev1.Pod, error) {
+	if hp.Annotations[AnnotationMemberUID] == string(uid) {
+		return hp, nil
+	}
+	return c.patchHost(ctx, hp, types.MergePatchType, map[string]any{"metadata": map[string]any{
+		"uid": hp.UID, "annotations": map[string]any{AnnotationMemberUID: string(uid)},
+	}})
+}
+
+// deleteHost deletes a host pod with grace 0 (its UID as precondition).
+func (c *Controller) deleteHost(ctx context.Context, hp *corev1.Pod) error {
+	err := c.opts.Host.CoreV1().Pods(hp.Namespace).Delete(ctx, hp.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: &hp.UID},
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or already another pod of that name
+	}
+	return err
+}
+
+// finishHost ends a host pod's deletion: the finalizer goes and the pod is
+// deleted with grace 0. With persist, it first waits (briefly) for the
+// Keeper to have written every change, so that a delete recorded just
+// before is durable before the host pod that held it disappears.
+func (x *execution) finishHost(ctx context.Context, persist bool) error {
+	if persist && !x.c.waitPersisted(ctx, x.key.Cluster, 2*time.Second) {
+		return requeueError{after: 500 * time.Millisecond, why: "waiting for the state store to write the pending delete"}
+	}
+	hp, err := x.c.removeFinalizer(ctx, x.hp)
+	if err != nil {
+		return err
+	}
+	x.hp = hp
+	if hp.DeletionTimestamp != nil {
+		return x.c.deleteHost(ctx, hp)
+	}
+	return nil
+}
+
+func (c *Controller) waitPersisted(ctx context.Context, cluster string, max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	for {
+		if c.opts.Keeper.Written(cluster) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (x *execution) syncStatus(ctx context.Context) error {
+	if x.mp == nil {
+		return nil
+	}
+	return x.updateHostStatus(ctx, HostStatus(x.hp, x.mp))
+}
+
+func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) error {
+	if equality.Semantic.DeepEqual(st, x.hp.Status) {
+		return nil
+	}
+	cp := x.hp.DeepCopy()
+	cp.Status = st
+	out, err := x.c.opts.Host.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return requeueError{after: 100 * time.Millisecond, why: "host pod changed"}
+	}
+	if err != nil {
+		return err
+	}
+	x.hp = out
+	return nil
+}
+
+// ---- member writes ----
+
+func (x *execution) createMember(ctx context.Context) error {
+	mp, _ := MemberPod(x.hp, x.key.Cluster, x.leaf)
+	rt := x.m.Runtime
+	x.ms.depMu.Lock()
+	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace)
+	if err == nil {
+		err = x.ms.ensureDeps(ctx, rt, mp.Namespace, References(&mp.Spec))
+	}
+	var created *corev1.Pod
+	if err == nil {
+		err = member.Retry(ctx, memberRetry, func(ctx context.Context) error {
+			var err error
+			created, err = rt.Client().CoreV1().Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
+			return err
+		})
+	}
+	x.ms.depMu.Unlock()
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return requeueError{after: 200 * time.Millisecond, why: "member pod exists (cache behind)"}
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "service account"):
+		// The member's ServiceAccount controller has not made the
+		// namespace's default ServiceAccount yet.
+		return requeueError{after: 500 * time.Millisecond, why: err.Error()}
+	case err != nil:
+		return err
+	}
+	x.logAction(Action{Type: CreateMember}, "memberUID", string(created.UID))
+	x.mp = created
+	hp, err := x.c.setMemberUID(ctx, x.hp, created.UID)
+	x.hp = hp
+	return err
+}
+
+func (x *execution) deleteMember(ctx context.Context, a Action) error {
+	rt := x.m.Runtime
+	uid := a.MemberUID
+	err := member.Retry(ctx, memberRetry, func(ctx context.Context) error {
+		return rt.Client().CoreV1().Pods(x.key.Namespace).Delete(ctx, x.key.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: a.Grace,
+			Preconditions:      &metav1.Preconditions{UID: &uid},
+		})
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func (x *execution) patchMember(ctx context.Context, uid types.UID, patch map[string]any) error {
+	meta := patch["metadata"].(map[string]any)
+	meta["uid"] = uid
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	rt := x.m.Runtime
+	return member.Retry(ctx, memberRetry, func(ctx context.Context) error {
+		_, err := rt.Client().CoreV1().Pods(x.key.Namespace).Patch(ctx, x.key.Name, types.MergePatchType, data, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// adopt relabels the member pod for the current host pod: the host pod's
+// labels and leafsync's annotations, with the new host UID.
+func (x *execution) adopt(ctx context.Context, uid types.UID) error {
+	want, _ := MemberPod(x.hp, x.key.Cluster, x.leaf)
+	lbls := map[string]any{}
+	for k := range x.mp.Labels {
+		if _, ok := want.Labels[k]; !ok {
+			lbls[k] = nil
+		}
+	}
+	for k, v := range want.Labels {
+		lbls[k] = v
+	}
+	anns := map[string]any{}
+	for k := range x.mp.Annotations {
+		if _, ok := want.Annotations[k]; !ok && strings.HasPrefix(k, member.LeafsyncPrefix) {
+			anns[k] = nil
+		}
+	}
+	for k, v := range want.Annotations {
+		anns[k] = v
+	}
+	return x.patchMember(ctx, uid, map[string]any{"metadata": map[string]any{"labels": lbls, "annotations": anns}})
+}

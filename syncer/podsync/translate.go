@@ -1,0 +1,301 @@
+package podsync
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/syncer/member"
+)
+
+// kubeRootCA is the ConfigMap every namespace of every cluster gets from
+// its own control plane; it is never copied.
+const kubeRootCA = "kube-root-ca.crt"
+
+// MemberPod builds the member pod for a host pod bound to leaf, and returns
+// it with the hash of its spec (AnnotationSpecHash).
+//
+// The spec is the host's, minus what only means something in the host:
+// node name, node selector and node affinity, topology spread, scheduler,
+// priority class, overhead, readiness gates, ephemeral containers and
+// leafsync's own tolerations. No host ServiceAccount token goes down: the
+// pod runs as the member namespace's default ServiceAccount with
+// automountServiceAccountToken=false and every projected volume carrying a
+// service-account token removed — unless the host pod names a member
+// ServiceAccount with AnnotationMemberServiceAccount, in which case the
+// member mounts that ServiceAccount's own token as usual.
+func MemberPod(hp *corev1.Pod, cluster, leaf string) (*corev1.Pod, string) {
+	spec := memberSpec(hp)
+	hash := specHash(&spec)
+	labels := make(map[string]string, len(hp.Labels)+3)
+	for k, v := range hp.Labels {
+		labels[k] = v
+	}
+	labels[LabelManaged] = "true"
+	labels[LabelCluster] = cluster
+	labels[LabelHostUID] = string(hp.UID)
+	annotations := map[string]string{}
+	for k, v := range hp.Annotations {
+		if k == corev1.LastAppliedConfigAnnotation || k == AnnotationMemberUID {
+			continue
+		}
+		annotations[k] = v
+	}
+	annotations[AnnotationLeaf] = leaf
+	annotations[AnnotationSpecHash] = hash
+	if o := ownerOf(hp); o != "" {
+		annotations[AnnotationOwner] = o
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        hp.Name,
+			Namespace:   hp.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: spec,
+	}, hash
+}
+
+// SpecHash is the hash MemberPod would give the host pod's member spec.
+func SpecHash(hp *corev1.Pod) string {
+	spec := memberSpec(hp)
+	return specHash(&spec)
+}
+
+func specHash(spec *corev1.PodSpec) string {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "" // a PodSpec always marshals
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+func memberSpec(hp *corev1.Pod) corev1.PodSpec {
+	s := *hp.Spec.DeepCopy()
+	s.NodeName = ""
+	s.NodeSelector = nil
+	if s.Affinity != nil {
+		s.Affinity.NodeAffinity = nil
+		if s.Affinity.PodAffinity == nil && s.Affinity.PodAntiAffinity == nil {
+			s.Affinity = nil
+		}
+	}
+	s.TopologySpreadConstraints = nil
+	s.SchedulerName = ""
+	s.PriorityClassName = ""
+	s.Priority = nil
+	s.PreemptionPolicy = nil
+	s.Overhead = nil
+	s.ReadinessGates = nil
+	s.EphemeralContainers = nil
+	s.SchedulingGates = nil
+	var tol []corev1.Toleration
+	for _, t := range s.Tolerations {
+		if !strings.HasPrefix(t.Key, member.LeafsyncPrefix) {
+			tol = append(tol, t)
+		}
+	}
+	s.Tolerations = tol
+
+	// ServiceAccount: never the host's token.
+	s.DeprecatedServiceAccount = ""
+	if sa := hp.Annotations[AnnotationMemberServiceAccount]; sa != "" {
+		s.ServiceAccountName = sa
+		s.AutomountServiceAccountToken = nil
+	} else {
+		s.ServiceAccountName = ""
+		s.AutomountServiceAccountToken = ptr.To(false)
+	}
+	removed := map[string]bool{}
+	var vols []corev1.Volume
+	for _, v := range s.Volumes {
+		if v.Projected != nil && projectsToken(v.Projected) {
+			removed[v.Name] = true
+			continue
+		}
+		vols = append(vols, v)
+	}
+	s.Volumes = vols
+	if len(removed) > 0 {
+		for i := range s.InitContainers {
+			s.InitContainers[i].VolumeMounts = keepMounts(s.InitContainers[i].VolumeMounts, removed)
+		}
+		for i := range s.Containers {
+			s.Containers[i].VolumeMounts = keepMounts(s.Containers[i].VolumeMounts, removed)
+		}
+	}
+	return s
+}
+
+func projectsToken(p *corev1.ProjectedVolumeSource) bool {
+	for _, src := range p.Sources {
+		if src.ServiceAccountToken != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func keepMounts(ms []corev1.VolumeMount, removed map[string]bool) []corev1.VolumeMount {
+	var out []corev1.VolumeMount
+	for _, m := range ms {
+		if !removed[m.Name] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// HostStatus is the host pod's status mirrored from its member pod: phase,
+// conditions, container statuses, IPs and start time come from the member;
+// what the host owns stays (QoS class, nominated node, resource claims,
+// observed generation, and conditions only the host has — notably
+// DisruptionTarget).
+func HostStatus(hp, mp *corev1.Pod) corev1.PodStatus {
+	st := *mp.Status.DeepCopy()
+	st.QOSClass = hp.Status.QOSClass
+	st.NominatedNodeName = hp.Status.NominatedNodeName
+	st.ObservedGeneration = hp.Status.ObservedGeneration
+	st.ResourceClaimStatuses = hp.Status.ResourceClaimStatuses
+	st.ExtendedResourceClaimStatus = hp.Status.ExtendedResourceClaimStatus
+	st.Resize = hp.Status.Resize
+	var conds []corev1.PodCondition
+	fromMember := map[corev1.PodConditionType]bool{}
+	for _, c := range mp.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			continue // the host's own disruption is what matters there
+		}
+		fromMember[c.Type] = true
+		conds = append(conds, c)
+	}
+	for _, c := range hp.Status.Conditions {
+		if !fromMember[c.Type] {
+			conds = append(conds, c)
+		}
+	}
+	st.Conditions = conds
+	return st
+}
+
+// FailedStatus is the host pod's status once its member pod was deleted or
+// evicted in the member: Failed, not ready, containers terminated.
+func FailedStatus(hp *corev1.Pod, reason, message string, now time.Time) corev1.PodStatus {
+	st := *hp.Status.DeepCopy()
+	st.Phase = corev1.PodFailed
+	st.Reason = reason
+	st.Message = message
+	t := metav1.NewTime(now)
+	for _, typ := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+		found := false
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == typ {
+				found = true
+				if st.Conditions[i].Status != corev1.ConditionFalse {
+					st.Conditions[i].Status = corev1.ConditionFalse
+					st.Conditions[i].LastTransitionTime = t
+				}
+				st.Conditions[i].Reason = reason
+			}
+		}
+		if !found {
+			st.Conditions = append(st.Conditions, corev1.PodCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reason, LastTransitionTime: t})
+		}
+	}
+	terminate := func(cs []corev1.ContainerStatus) {
+		for i := range cs {
+			cs[i].Ready = false
+			if cs[i].State.Terminated == nil {
+				started := t
+				if cs[i].State.Running != nil {
+					started = cs[i].State.Running.StartedAt
+				}
+				cs[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					ExitCode: 137, Reason: reason, Message: message, StartedAt: started, FinishedAt: t,
+				}}
+			}
+		}
+	}
+	terminate(st.ContainerStatuses)
+	terminate(st.InitContainerStatuses)
+	return st
+}
+
+// ObjectRef is a ConfigMap or Secret a pod uses, in the pod's namespace.
+type ObjectRef struct {
+	Kind string // "ConfigMap" or "Secret"
+	Name string
+}
+
+// References returns the ConfigMaps and Secrets a pod spec uses (volumes,
+// projected sources, env, envFrom, image pull secrets), sorted, without
+// kube-root-ca.crt (every member namespace has its own).
+func References(spec *corev1.PodSpec) []ObjectRef {
+	set := map[ObjectRef]bool{}
+	add := func(kind, name string) {
+		if name != "" && !(kind == "ConfigMap" && name == kubeRootCA) {
+			set[ObjectRef{kind, name}] = true
+		}
+	}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.ConfigMap != nil:
+			add("ConfigMap", v.ConfigMap.Name)
+		case v.Secret != nil:
+			add("Secret", v.Secret.SecretName)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if src.ConfigMap != nil {
+					add("ConfigMap", src.ConfigMap.Name)
+				}
+				if src.Secret != nil {
+					add("Secret", src.Secret.Name)
+				}
+			}
+		}
+	}
+	containers := append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...)
+	for _, c := range containers {
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				add("ConfigMap", r.Name)
+			}
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				add("Secret", r.Name)
+			}
+		}
+		for _, e := range c.EnvFrom {
+			if e.ConfigMapRef != nil {
+				add("ConfigMap", e.ConfigMapRef.Name)
+			}
+			if e.SecretRef != nil {
+				add("Secret", e.SecretRef.Name)
+			}
+		}
+	}
+	for _, s := range spec.ImagePullSecrets {
+		add("Secret", s.Name)
+	}
+	out := make([]ObjectRef, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,197 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/metrics"
+	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/store/etcdstore"
+	"github.com/leafsync/leafsync/syncer/store/kubestore"
+)
+
+// StateCheckName is the readiness check that details the state store:
+// /readyz/state-store answers "ok" or says what is wrong. It never fails the
+// aggregate /readyz: leafsync keeps deciding from memory while the store is
+// down, so it must not be taken out of service for it.
+const StateCheckName = "state-store"
+
+// state is the wiring of the state store.
+type state struct {
+	keeper    *store.Keeper
+	persister *store.Persister
+	log       logr.Logger
+}
+
+// setupState opens the configured store backend and adds the Keeper (the
+// one writer, on the leader only) and its readiness detail to the manager.
+// The Persister's hooks go into the clusters controller (restoreHook,
+// persister.Observed) and its registry (registerDeregistration).
+func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet) (*state, error) {
+	log := mgr.GetLogger().WithName("store")
+	s, err := OpenStore(mgr.GetConfig(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	if s.Backend() == config.StoreMemory {
+		log.Info("state store backend is memory: readiness clocks, flap penalties and owed deletes do not survive a restart")
+	}
+	host, _ := os.Hostname()
+	writer := fmt.Sprintf("%s (pid %d)", host, os.Getpid())
+	backend := s.Backend()
+	metrics.InitStore(backend)
+	keeper := store.NewKeeper(s, log, store.KeeperOptions{
+		Writer:      writer,
+		CallTimeout: cfg.Store.CallTimeout.Duration,
+		OnCall: func(ev store.CallEvent) {
+			if ev.Op == "put" || ev.Op == "delete" {
+				metrics.StoreWriteDurationVec.WithLabelValues(backend).Observe(ev.Duration.Seconds())
+			}
+			if ev.Err != nil {
+				metrics.StoreWriteErrorsVec.WithLabelValues(backend, metricReason(ev.Err)).Inc()
+			}
+		},
+	})
+	persister := store.NewPersister(fleet, keeper, store.PersisterOptions{
+		CheckpointInterval: cfg.Store.CheckpointInterval.Duration,
+		RestoreTimeout:     cfg.Store.RestoreTimeout.Duration,
+		Logger:             log,
+	})
+	if err := mgr.Add(keeperRunnable{keeper}); err != nil {
+		return nil, err
+	}
+	st := &state{keeper: keeper, persister: persister, log: log}
+	if err := mgr.AddReadyzCheck(StateCheckName, st.check); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// keeperRunnable runs the Keeper on the leader only: only the leader writes.
+type keeperRunnable struct{ k *store.Keeper }
+
+func (r keeperRunnable) Start(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.k.Run(ctx)
+	}()
+	// The pending-writes gauge follows the Keeper.
+	for {
+		metrics.StorePendingWritesGauge.Set(float64(r.k.Pending()))
+		select {
+		case <-done:
+			metrics.StorePendingWritesGauge.Set(float64(r.k.Pending()))
+			return nil
+		case <-ctx.Done():
+			<-done
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (keeperRunnable) NeedLeaderElection() bool { return true }
+
+// restoreHook is clusters.Options.Restore: the member's saved engine state
+// goes into the engine before its first probe.
+func (s *state) restoreHook(ctx context.Context, cluster string) {
+	if _, err := s.persister.Restore(ctx, cluster); err != nil {
+		s.log.Error(err, "member starts without its saved readiness state", "cluster", cluster)
+	}
+}
+
+// registerDeregistration deletes a deregistered member's record.
+func (s *state) registerDeregistration(reg *clusters.Registry) {
+	reg.OnDeregister("state-store", func(ctx context.Context, d clusters.Deregistration) error {
+		return s.persister.Forget(ctx, d.Cluster)
+	})
+}
+
+// check is the readiness detail: only the check's own path
+// (/readyz/state-store) reports a problem; the aggregate /readyz does not.
+func (s *state) check(req *http.Request) error {
+	if req == nil || path.Clean("/"+req.URL.Path) != "/"+StateCheckName {
+		return nil
+	}
+	var problems []string
+	if err := s.keeper.Health(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if ps := s.persister.Stats(); ps.Unrestored > 0 {
+		problems = append(problems, fmt.Sprintf("%d member(s) started without their saved readiness state (last: %s)", ps.Unrestored, ps.LastRestoreError))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(problems, "; "))
+}
+
+func metricReason(err error) string {
+	switch r := store.Reason(err); r {
+	case "conflict", "unavailable":
+		return r
+	case "fenced":
+		return "conflict"
+	default:
+		return "other"
+	}
+}
+
+// OpenStore builds the configured backend; hostCfg reaches the host (the
+// kube backend keeps its records there). `leafsync status` reads through it.
+func OpenStore(hostCfg *rest.Config, cfg config.Config) (store.Store, error) {
+	sc := cfg.Store
+	switch sc.Backend {
+	case config.StoreMemory:
+		return store.NewMemory(), nil
+	case config.StoreEtcd:
+		e := sc.Etcd
+		password := e.Password
+		if e.PasswordFile != "" {
+			data, err := os.ReadFile(e.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("store.etcd.passwordFile: %w", err)
+			}
+			password = strings.TrimRight(string(data), "\r\n")
+		}
+		for _, f := range []struct{ field, path string }{{"caFile", e.CAFile}, {"certFile", e.CertFile}, {"keyFile", e.KeyFile}} {
+			if f.path == "" {
+				continue
+			}
+			if _, err := os.Stat(f.path); err != nil {
+				return nil, fmt.Errorf("store.etcd.%s: %w", f.field, err)
+			}
+		}
+		return etcdstore.New(etcdstore.Options{
+			Endpoints: e.Endpoints, Prefix: e.Prefix, DialTimeout: e.DialTimeout.Duration,
+			CAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile,
+			Username: e.Username, Password: password,
+		})
+	default:
+		// Its own client: store writes never queue behind other
+		// controllers' requests, nor delay Lease renewals.
+		hostCfg := rest.CopyConfig(hostCfg)
+		hostCfg.QPS, hostCfg.Burst = 20, 40
+		hostCfg.Timeout = sc.CallTimeout.Duration
+		host, err := kubernetes.NewForConfig(hostCfg)
+		if err != nil {
+			return nil, fmt.Errorf("host client for the state store: %w", err)
+		}
+		return kubestore.New(host, cfg.Namespace, sc.Kube.Prefix)
+	}
+}

@@ -1,0 +1,442 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// faultStore wraps a Store: calls fail with err while it is set, and may
+// lose the reply of the next successful Put.
+type faultStore struct {
+	store.Store
+	mu        sync.Mutex
+	err       error
+	loseReply bool
+	calls     atomic.Int64
+}
+
+func (f *faultStore) fail(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+}
+
+func (f *faultStore) check() error {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+func (f *faultStore) Get(ctx context.Context, c string) (store.ClusterState, store.Version, error) {
+	if err := f.check(); err != nil {
+		return store.ClusterState{}, "", err
+	}
+	return f.Store.Get(ctx, c)
+}
+
+func (f *faultStore) Put(ctx context.Context, c string, st store.ClusterState, v store.Version) (store.Version, error) {
+	if err := f.check(); err != nil {
+		return "", err
+	}
+	nv, err := f.Store.Put(ctx, c, st, v)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && f.loseReply {
+		f.loseReply = false
+		return "", fmt.Errorf("%w: reply lost", store.ErrUnavailable)
+	}
+	return nv, err
+}
+
+func (f *faultStore) Delete(ctx context.Context, c string, v store.Version) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return f.Store.Delete(ctx, c, v)
+}
+
+func (f *faultStore) Scan(ctx context.Context) ([]store.Record, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.Store.Scan(ctx)
+}
+
+func (f *faultStore) NextTerm(ctx context.Context) (uint64, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	return f.Store.NextTerm(ctx)
+}
+
+func (f *faultStore) Term(ctx context.Context) (uint64, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	return f.Store.Term(ctx)
+}
+
+var errDown = fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+
+func owed(name string) store.PendingDelete {
+	return store.PendingDelete{Kind: store.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
+		Cause: "DeletionByTaintManager", Since: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func names(ds []store.PendingDelete) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+func runKeeper(t *testing.T, k *store.Keeper) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mustGet(t *testing.T, s store.Store, c string) store.ClusterState {
+	t.Helper()
+	st, _, err := s.Get(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Get %s: %v", c, err)
+	}
+	return st
+}
+
+func TestKeeperCoalescesChanges(t *testing.T) {
+	m := store.NewMemory()
+	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Coalesce: 100 * time.Millisecond})
+	runKeeper(t, k)
+	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
+	for i := range 200 {
+		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint(i))) })
+	}
+	waitFor(t, "written", func() bool { return k.Pending() == 0 })
+	if got := len(mustGet(t, m, "a").Deletes); got != 200 {
+		t.Fatalf("record holds %d deletes, want 200", got)
+	}
+	if m.Puts() > 3 {
+		t.Errorf("200 changes made %d writes, want them coalesced (≤3)", m.Puts())
+	}
+	t.Logf("200 changes in a burst: %d write(s)", m.Puts())
+}
+
+func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
+	m := store.NewMemory()
+	f := &faultStore{Store: m}
+	k := store.NewKeeper(f, testr.New(t), store.KeeperOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Coalesce: time.Millisecond})
+	runKeeper(t, k)
+	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
+	f.fail(errDown)
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	waitFor(t, "a failed write", func() bool { return k.Stats().Errors > 0 })
+	if k.Health() == nil {
+		t.Fatal("Health is nil while the store is down")
+	}
+	// Changes while the store is down stay in memory, readable at once.
+	for i := range 50 {
+		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint("q", i))) })
+		k.Update("b", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed(fmt.Sprint("b", i))} })
+	}
+	if got := len(k.State("a").Deletes); got != 51 {
+		t.Fatalf("memory holds %d deletes, want 51", got)
+	}
+	before := f.calls.Load()
+	time.Sleep(time.Second)
+	calls := f.calls.Load() - before
+	// Backoff 20ms→200ms: about a dozen attempts in a second (each of at
+	// most two clusters), not one per change.
+	if calls > 40 {
+		t.Errorf("%d store calls in 1s while down: not backing off", calls)
+	}
+	st := k.Stats()
+	if st.Pending != 2 || st.FailingSince.IsZero() || st.LastError == "" {
+		t.Errorf("stats while down: %+v", st)
+	}
+	t.Logf("store down: %d calls in 1s, stats %+v, health: %v", calls, st, k.Health())
+	f.fail(nil)
+	waitFor(t, "written after recovery", func() bool { return k.Pending() == 0 })
+	if got := len(mustGet(t, m, "a").Deletes); got != 51 {
+		t.Fatalf("record of a holds %d deletes after recovery, want 51", got)
+	}
+	if got := names(mustGet(t, m, "b").Deletes); len(got) != 1 || got[0] != "b49" {
+		t.Fatalf("record of b = %v, want [b49]", got)
+	}
+	if err := k.Health(); err != nil {
+		t.Errorf("Health after recovery: %v", err)
+	}
+}
+
+func TestKeeperFencedByNewerWriter(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	if err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A new leader takes over: reads, takes a newer term, writes.
+	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	if _, err := leader.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	leader.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"new"}`) })
+	if err := leader.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The old one, still running, must not overwrite it.
+	old.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"old"}`) })
+	err := old.Flush(ctx)
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("old writer's flush: %v, want ErrFenced", err)
+	}
+	rec := mustGet(t, m, "a")
+	if string(rec.Hysteresis) != `{"by":"new"}` || rec.Writer != "new" {
+		t.Fatalf("record after the old writer's attempt: %s by %s", rec.Hysteresis, rec.Writer)
+	}
+	if !old.Stats().Fenced || old.Health() == nil {
+		t.Errorf("old writer not reported fenced: %+v", old.Stats())
+	}
+	// Fenced for good, for every cluster.
+	old.Update("b", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"old"}`) })
+	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("fenced writer's flush of another cluster: %v", err)
+	}
+	if _, _, err := m.Get(ctx, "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("fenced writer created a record: %v", err)
+	}
+}
+
+func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old.Update("a", func(st *store.ClusterState) {
+		st.Hysteresis = []byte(`{"by":"old"}`)
+		st.Deletes = []store.PendingDelete{owed("p0"), owed("p1")}
+	})
+	if err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	if _, err := leader.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Flush(ctx); err != nil { // takes the newer term
+		t.Fatal(err)
+	}
+	// The old leader, in its last moments, executes p0 and records p2;
+	// the new one has not written a yet, so no conflict for the old one.
+	old.Update("a", func(st *store.ClusterState) {
+		st.Deletes = []store.PendingDelete{owed("p1"), owed("p2")}
+	})
+	if err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The new leader records p3 and checkpoints its engine: its write
+	// conflicts, the record is by an older term, so it merges.
+	leader.Update("a", func(st *store.ClusterState) {
+		st.Hysteresis = []byte(`{"by":"new"}`)
+		st.Deletes = append(st.Deletes, owed("p3"))
+	})
+	if err := leader.Flush(ctx); err != nil {
+		t.Fatalf("merge after conflict: %v", err)
+	}
+	rec := mustGet(t, m, "a")
+	if got := fmt.Sprint(names(rec.Deletes)); got != "[p1 p3 p2]" {
+		t.Errorf("merged deletes %s, want [p1 p3 p2] (p0 executed by the old leader, p2 added by it)", got)
+	}
+	if string(rec.Hysteresis) != `{"by":"new"}` || rec.Writer != "new" {
+		t.Errorf("merged record: hysteresis %s by %s", rec.Hysteresis, rec.Writer)
+	}
+	if got := fmt.Sprint(names(leader.State("a").Deletes)); got != "[p1 p3 p2]" {
+		t.Errorf("leader's memory after merge: %s", got)
+	}
+	if leader.Stats().Conflicts != 1 {
+		t.Errorf("conflicts = %d, want 1", leader.Stats().Conflicts)
+	}
+	// Now the old leader is fenced.
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = nil })
+	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("old writer after the new one wrote: %v, want ErrFenced", err)
+	}
+}
+
+func TestKeeperLostReply(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	f := &faultStore{Store: m}
+	k := store.NewKeeper(f, testr.New(t))
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	f.loseReply = true
+	if err := k.Flush(ctx); err == nil {
+		t.Fatal("flush with a lost reply succeeded")
+	}
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("p2")) })
+	if err := k.Flush(ctx); err != nil {
+		t.Fatalf("flush after a lost reply: %v", err)
+	}
+	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[p1 p2]" {
+		t.Fatalf("record %s, want [p1 p2]", got)
+	}
+}
+
+func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	prev := store.NewKeeper(m, testr.New(t))
+	prev.Update("a", func(st *store.ClusterState) {
+		st.Hysteresis = []byte(`{"saved":true}`)
+		st.Deletes = []store.PendingDelete{owed("saved")}
+	})
+	if err := prev.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := store.NewKeeper(m, testr.New(t))
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("early")) })
+	st, err := k.Load(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(names(st.Deletes)); got != "[early saved]" || string(st.Hysteresis) != `{"saved":true}` {
+		t.Fatalf("Load after an Update: %s %s", got, st.Hysteresis)
+	}
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[early saved]" {
+		t.Fatalf("record %s", got)
+	}
+}
+
+func TestKeeperForget(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	k := store.NewKeeper(m, testr.New(t))
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p")} })
+	if err := k.FlushCluster(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if !k.Written("a") {
+		t.Fatal("not Written after FlushCluster")
+	}
+	if err := k.ForgetNow(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Get(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("record after ForgetNow: %v", err)
+	}
+	// A record this Keeper never read is deleted too.
+	other := store.NewKeeper(m, testr.New(t))
+	other.Update("b", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("q")} })
+	if err := other.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k2 := store.NewKeeper(m, testr.New(t))
+	if err := k2.ForgetNow(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Get(ctx, "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("record of b after ForgetNow: %v", err)
+	}
+	if k2.Pending() != 0 {
+		t.Fatalf("pending %d", k2.Pending())
+	}
+}
+
+// corruptStore returns a record that cannot be decoded.
+type corruptStore struct{ *store.Memory }
+
+func (c corruptStore) Get(ctx context.Context, cl string) (store.ClusterState, store.Version, error) {
+	_, v, err := c.Memory.Get(ctx, cl)
+	if err != nil {
+		return store.ClusterState{}, "", err
+	}
+	return store.ClusterState{}, v, fmt.Errorf("%w: bad JSON", store.ErrCorrupt)
+}
+
+func (c corruptStore) Scan(ctx context.Context) ([]store.Record, error) {
+	recs, err := c.Memory.Scan(ctx)
+	for i := range recs {
+		recs[i].State, recs[i].Err = store.ClusterState{}, fmt.Errorf("%w: bad JSON", store.ErrCorrupt)
+	}
+	return recs, err
+}
+
+// A record that cannot be decoded does not block anything: the cluster
+// starts fresh and the record is replaced.
+func TestKeeperReplacesCorruptRecord(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	if _, err := m.Put(ctx, "a", store.ClusterState{Hysteresis: []byte(`{"old":1}`)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, preload := range []bool{false, true} {
+		k := store.NewKeeper(corruptStore{m}, logr.Discard())
+		if preload {
+			if _, err := k.Preload(ctx); err != nil {
+				t.Fatalf("preload with a corrupt record: %v", err)
+			}
+		} else if st, err := k.Load(ctx, "a"); err != nil || len(st.Hysteresis) != 0 {
+			t.Fatalf("load of a corrupt record: %v %s", err, st.Hysteresis)
+		}
+		k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(fmt.Sprintf(`{"new":%v}`, preload)) })
+		if err := k.Flush(ctx); err != nil {
+			t.Fatalf("flush over a corrupt record (preload %v): %v", preload, err)
+		}
+		if got := string(mustGet(t, m, "a").Hysteresis); got != fmt.Sprintf(`{"new":%v}`, preload) {
+			t.Fatalf("record %s", got)
+		}
+	}
+}
+
+// Concurrent first writes take one term, not several (a second term would
+// fence the Keeper against itself).
+func TestKeeperTakesOneTerm(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	k := store.NewKeeper(m, logr.Discard())
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := fmt.Sprint("c", i)
+			k.Update(c, func(st *store.ClusterState) { st.Hysteresis = []byte(`{}`) })
+			if err := k.FlushCluster(ctx, c); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if term, _ := m.Term(ctx); term != 1 || k.Stats().Term != 1 {
+		t.Fatalf("store term %d, keeper term %d: want one term", term, k.Stats().Term)
+	}
+}

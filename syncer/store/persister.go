@@ -1,0 +1,310 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// Engine is what the Persister needs of the hysteresis engine;
+// *hysteresis.Fleet implements it.
+type Engine interface {
+	SnapshotCluster(name string) ([]byte, error)
+	RestoreCluster(data []byte) error
+	Status(name string) (hysteresis.Status, bool)
+	Config(name string) (hysteresis.Config, bool)
+}
+
+var _ Engine = (*hysteresis.Fleet)(nil)
+
+// PersisterOptions tune a Persister; zero values take the defaults.
+type PersisterOptions struct {
+	// CheckpointInterval is the least engine time between two writes of a
+	// cluster's snapshot while a failure (or recovery) is in progress
+	// (default 10s). A restart loses at most this much of a streak, plus
+	// the restart gap beyond 1.5×probeInterval (which the engine does not
+	// count as evidence).
+	CheckpointInterval time.Duration
+	// RestoreTimeout is how long, from the first restore of a leader's
+	// term, restores wait for an unavailable store before members start
+	// without their saved state (default 10s). Waiting longer would leave
+	// leaf Leases unrenewed.
+	RestoreTimeout time.Duration
+	// Logger for restores and checkpoints.
+	Logger logr.Logger
+	// Now is the wall clock (time.Now when nil); engine decisions use the
+	// observations' own times.
+	Now func() time.Time
+}
+
+// Persister decides when a cluster's hysteresis snapshot is written, and
+// restores it before the cluster's first probe.
+//
+// Written: on every transition (state change or cordon change, which
+// includes a flap adding penalty and damping starting or ending); while a
+// failure, a recovery or the mass-disconnect hold is in progress, at most
+// every CheckpointInterval of engine time, so that a restart resumes the
+// streak's clocks; and for one availability window after the last failure,
+// at most every max(CheckpointInterval, window/10), so that the success
+// evidence that dilutes past failures is kept too. Nothing is written while a
+// member is simply Ready: a healthy fleet writes nothing, and no write ever
+// happens once per probe unless CheckpointInterval is below the probe
+// interval. The penalty's decay needs no writes: it is recomputed from the
+// time it was last decayed, which the snapshot holds.
+type Persister struct {
+	eng    Engine
+	keeper *Keeper
+	opts   PersisterOptions
+	log    logr.Logger
+
+	mu    sync.Mutex
+	marks map[string]*mark
+	stats PersisterStats
+
+	preloadMu    sync.Mutex
+	firstRestore time.Time
+	lastAttempt  time.Time
+}
+
+// mark is what the Persister remembers of a cluster.
+type mark struct {
+	observed  bool      // an observation was fed since this process started
+	written   time.Time // engine time of the last snapshot written
+	failingAt time.Time // engine time of the last observation in progress
+}
+
+// PersisterStats are the Persister's figures.
+type PersisterStats struct {
+	// Restored: clusters whose saved state was restored before their first
+	// probe. Fresh: clusters that had no saved state. Unrestored:
+	// clusters started without their saved state (store unavailable at
+	// start, or a snapshot that could not be restored).
+	Restored, Fresh, Unrestored int
+	// Checkpoints is the number of snapshots handed to the Keeper.
+	Checkpoints uint64
+	// LastRestoreError is the last restore failure ("" if none).
+	LastRestoreError string
+}
+
+// NewPersister returns a Persister writing through keeper.
+func NewPersister(eng Engine, keeper *Keeper, o PersisterOptions) *Persister {
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = 10 * time.Second
+	}
+	if o.RestoreTimeout <= 0 {
+		o.RestoreTimeout = 10 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return &Persister{eng: eng, keeper: keeper, opts: o, log: o.Logger, marks: map[string]*mark{}}
+}
+
+// ErrRestoreTooLate: a restore was asked after the cluster's first
+// observation in this process; restoring then would rewind the engine.
+var ErrRestoreTooLate = errors.New("store: restore after the cluster's first observation refused")
+
+// Restore restores a cluster's saved hysteresis state into the engine. It
+// must be called after the cluster is added to the engine and before its
+// first observation (the clusters controller calls it just before starting
+// the member's runtime). It reports whether saved state was restored. A
+// cluster with no saved state starts fresh (nil error); if the store cannot
+// be read within RestoreTimeout of the term's first restore, the cluster
+// starts fresh and the error says why (the saved record is merged, not
+// overwritten, when the store is back).
+func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
+	p.mu.Lock()
+	if m := p.marks[cluster]; m != nil && m.observed {
+		p.mu.Unlock()
+		return false, fmt.Errorf("%w (cluster %s)", ErrRestoreTooLate, cluster)
+	}
+	p.mu.Unlock()
+
+	if !p.keeper.Known(cluster) {
+		if err := p.preload(ctx); err != nil {
+			p.count(func(s *PersisterStats) {
+				s.Unrestored++
+				s.LastRestoreError = err.Error()
+			})
+			return false, fmt.Errorf("state of cluster %s not restored, starting fresh: %w", cluster, err)
+		}
+	}
+	st := p.keeper.State(cluster)
+	if len(st.Hysteresis) == 0 {
+		p.count(func(s *PersisterStats) { s.Fresh++ })
+		return false, nil
+	}
+	var head struct {
+		Cluster string `json:"cluster"`
+	}
+	err := json.Unmarshal(st.Hysteresis, &head)
+	if err == nil && head.Cluster != cluster {
+		err = fmt.Errorf("the record holds a snapshot of cluster %q", head.Cluster)
+	}
+	if err == nil {
+		err = p.eng.RestoreCluster(st.Hysteresis)
+	}
+	if err != nil {
+		err = fmt.Errorf("saved state of cluster %s cannot be restored, starting fresh: %w", cluster, err)
+		p.count(func(s *PersisterStats) {
+			s.Unrestored++
+			s.LastRestoreError = err.Error()
+		})
+		return false, err
+	}
+	hs, _ := p.eng.Status(cluster)
+	p.mu.Lock()
+	m := &mark{written: hs.LastObserved}
+	switch {
+	case inProgress(hs):
+		m.failingAt = hs.LastObserved
+	case !hs.Since.IsZero():
+		// Ready since Since: the last failure was then (a flap's end or a
+		// recovery); keep the window's evidence saved until it rolls out.
+		m.failingAt = hs.Since
+	}
+	p.marks[cluster] = m
+	p.stats.Restored++
+	p.mu.Unlock()
+	p.log.Info("restored saved readiness state", "cluster", cluster, "state", hs.State.String(),
+		"cordoned", hs.Cordoned, "since", hs.Since, "lastObserved", hs.LastObserved, "penalty", hs.Penalty)
+	return true, nil
+}
+
+// preload reads every record once per term, waiting for an unavailable
+// store until RestoreTimeout after the term's first restore; later, it
+// tries again at most every 5s, briefly, so that no member waits long.
+func (p *Persister) preload(ctx context.Context) error {
+	p.preloadMu.Lock()
+	defer p.preloadMu.Unlock()
+	if p.keeper.Preloaded() {
+		return nil
+	}
+	now := p.opts.Now()
+	if p.firstRestore.IsZero() {
+		p.firstRestore = now
+	}
+	deadline := p.firstRestore.Add(p.opts.RestoreTimeout)
+	if !now.Before(deadline) {
+		if now.Sub(p.lastAttempt) < 5*time.Second {
+			return fmt.Errorf("state store unavailable since the leader started")
+		}
+		deadline = now.Add(time.Second)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		p.lastAttempt = p.opts.Now()
+		n, err := p.keeper.Preload(ctx)
+		if err == nil {
+			p.log.Info("read saved state of the fleet", "records", n, "backend", p.keeper.Backend())
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("reading saved state: %w", err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Preloaded reports whether the Keeper has read every record.
+func (k *Keeper) Preloaded() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.preloaded
+}
+
+// Observed is called after every observation the engine accepted, with the
+// resulting status and transitions (clusters.Options.OnObserve). It writes
+// the snapshot when it is worth writing (see Persister). It never blocks on
+// the store.
+func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions []hysteresis.Transition) {
+	window := time.Duration(0)
+	if cfg, ok := p.eng.Config(cluster); ok {
+		window = cfg.Window.Duration
+	}
+	now := st.LastObserved
+	p.mu.Lock()
+	m := p.marks[cluster]
+	if m == nil {
+		m = &mark{}
+		p.marks[cluster] = m
+	}
+	m.observed = true
+	failing := inProgress(st)
+	if failing {
+		m.failingAt = now
+	}
+	interval := p.opts.CheckpointInterval
+	due := false
+	switch {
+	case len(transitions) > 0:
+		due = true
+	case failing:
+		due = m.written.IsZero() || now.Sub(m.written) >= interval
+	case !m.failingAt.IsZero() && now.Sub(m.failingAt) <= window:
+		due = now.Sub(m.written) >= max(interval, window/10)
+	}
+	if !due {
+		p.mu.Unlock()
+		return
+	}
+	m.written = now
+	p.stats.Checkpoints++
+	p.mu.Unlock()
+	snap, err := p.eng.SnapshotCluster(cluster)
+	if err != nil {
+		return // removed meanwhile
+	}
+	p.keeper.Update(cluster, func(s *ClusterState) { s.Hysteresis = snap })
+}
+
+// Forget drops a deregistered cluster's saved state (a deregistration
+// hook: an error keeps the registration's finalizer, and it is retried).
+func (p *Persister) Forget(ctx context.Context, cluster string) error {
+	p.mu.Lock()
+	delete(p.marks, cluster)
+	p.mu.Unlock()
+	return p.keeper.ForgetNow(ctx, cluster)
+}
+
+// Stats returns the Persister's figures.
+func (p *Persister) Stats() PersisterStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+func (p *Persister) count(fn func(*PersisterStats)) {
+	p.mu.Lock()
+	fn(&p.stats)
+	p.mu.Unlock()
+}
+
+// inProgress: something is under way whose clocks a restart must resume —
+// a failure streak (of any class), a hold by the mass-disconnect guard, an
+// outage or a recovery.
+func inProgress(st hysteresis.Status) bool {
+	if st.State != hysteresis.Ready || st.Held {
+		return true
+	}
+	switch st.Reason {
+	case hysteresis.ReasonNetworkFailure, hysteresis.ReasonServerFailure, hysteresis.ReasonAuthFailure,
+		hysteresis.ReasonConfigFailure, hysteresis.ReasonLowAvailability, hysteresis.ReasonMassDisconnect:
+		return true
+	}
+	return false
+}

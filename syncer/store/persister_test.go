@@ -1,0 +1,180 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// A restart in the middle of an outage resumes the outage clock: the leaf
+// goes NotReady no earlier than without the restart, and later by at most
+// what the restart could not know — the streak since the last checkpoint and
+// the restart gap beyond the 1.5×probeInterval the engine credits a gap —
+// rounded up to the next probe.
+func TestRestartMidOutageResumesClocks(t *testing.T) {
+	fc := testFleetConfig()
+	p := fc.ProbeInterval.Duration
+	const c = "m1"
+	const outage = 30 * time.Second
+	phase := 300 * time.Millisecond
+	base := startSim(t, store.NewMemory(), fc, store.PersisterOptions{}, c)
+	base.run(c, down(outage, time.Hour), 0, outage+30*time.Second, p, phase)
+	want := base.notReadyAt[c]
+	if want.IsZero() {
+		t.Fatal("no NotReady without restart")
+	}
+	t.Logf("without restart: NotReady %s after the outage began", want.Sub(t0.Add(outage)))
+
+	var table strings.Builder
+	for _, ci := range []time.Duration{time.Second, 2 * time.Second, 5 * time.Second} {
+		for _, gap := range []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 3 * time.Second} {
+			worst := time.Duration(0)
+			for r := 500 * time.Millisecond; r < fc.NotReadyAfter.Duration; r += 250 * time.Millisecond {
+				m := store.NewMemory()
+				po := store.PersisterOptions{CheckpointInterval: ci}
+				before := startSim(t, m, fc, po, c)
+				kill := outage + r
+				before.run(c, down(outage, time.Hour), 0, kill, p, phase)
+				// The new process probes at once when it starts, then
+				// every probe interval.
+				after := startSim(t, m, fc, po, c)
+				start := kill + gap
+				for d := start; d < outage+40*time.Second; d += p {
+					after.observe(c, t0.Add(d), false)
+				}
+				got := before.notReadyAt[c]
+				if got.IsZero() {
+					got = after.notReadyAt[c]
+				}
+				if got.IsZero() {
+					t.Fatalf("ci %s gap %s restart at +%s: never NotReady", ci, gap, r)
+				}
+				delay := got.Sub(want)
+				lost := max(0, ci+gap-p*3/2)
+				if delay < -p {
+					t.Errorf("ci %s gap %s restart at +%s: NotReady %s earlier than without restart", ci, gap, r, -delay)
+				}
+				if delay > lost+p {
+					t.Errorf("ci %s gap %s restart at +%s: NotReady %s later than without restart, bound %s", ci, gap, r, delay, lost+p)
+				}
+				worst = max(worst, delay)
+			}
+			fmt.Fprintf(&table, "\n  checkpoint %-4s restart gap %-5s: NotReady at most %-5s later", ci, gap, worst)
+		}
+	}
+	t.Logf("delay of NotReady caused by a restart mid-outage (probe %s, notReadyAfter %s):%s", p, fc.NotReadyAfter, table.String())
+}
+
+// A restart is not a flap: restarting mid-flap counts the flap once (as an
+// uninterrupted run does) and never goes NotReady; restarting while Ready
+// changes no counter and writes nothing.
+func TestRestartIsNotAFlap(t *testing.T) {
+	fc := testFleetConfig()
+	p := fc.ProbeInterval.Duration
+	const c = "m1"
+	flap := down(30*time.Second, 37*time.Second) // 7s < notReadyAfter
+	phase := 100 * time.Millisecond
+
+	base := startSim(t, store.NewMemory(), fc, store.PersisterOptions{}, c)
+	base.run(c, flap, 0, 90*time.Second, p, phase)
+	want, _ := base.fleet.Counters(c)
+
+	m := store.NewMemory()
+	x := startSim(t, m, fc, store.PersisterOptions{}, c)
+	x.run(c, flap, 0, 34*time.Second, p, phase) // restart 4s into the flap
+	x = startSim(t, m, fc, store.PersisterOptions{}, c)
+	x.run(c, flap, 35*time.Second, 70*time.Second, p, phase)
+	puts := m.Puts()
+	x = startSim(t, m, fc, store.PersisterOptions{}, c) // restart while Ready
+	if m.Puts() != puts {
+		t.Errorf("restoring wrote %d records", m.Puts()-puts)
+	}
+	x.run(c, flap, 71*time.Second, 90*time.Second, p, phase)
+	got, _ := x.fleet.Counters(c)
+	if got.FlapsSuppressed != want.FlapsSuppressed || got.FlapsSuppressed != 1 {
+		t.Errorf("flaps suppressed %d with restarts, %d without (want 1)", got.FlapsSuppressed, want.FlapsSuppressed)
+	}
+	if got.Transitions != want.Transitions {
+		t.Errorf("transitions with restarts %v, without %v", got.Transitions, want.Transitions)
+	}
+	if n := got.Transitions[hysteresis.Suspect][hysteresis.NotReady]; n != 0 {
+		t.Errorf("%d moves to NotReady during a %s flap", n, 7*time.Second)
+	}
+	if got.Penalty <= 0 {
+		t.Errorf("flap penalty lost over restarts: %g", got.Penalty)
+	}
+}
+
+func TestRestoreAfterObservationRefused(t *testing.T) {
+	f, _ := hysteresis.NewFleet(testFleetConfig())
+	_ = f.Add("m1", hysteresis.Overrides{})
+	k := store.NewKeeper(store.NewMemory(), logr.Discard())
+	p := store.NewPersister(f, k, store.PersisterOptions{})
+	st, ts, _ := f.Observe("m1", hysteresis.Observation{Time: t0, OK: true})
+	p.Observed("m1", st, ts)
+	if _, err := p.Restore(context.Background(), "m1"); !errors.Is(err, store.ErrRestoreTooLate) {
+		t.Fatalf("restore after an observation: %v, want ErrRestoreTooLate", err)
+	}
+}
+
+// With the store down when the leader starts, members start fresh after
+// RestoreTimeout (only the first waits), and the saved owed deletes are
+// merged, not overwritten, once the store is back.
+func TestRestoreWhileStoreDown(t *testing.T) {
+	ctx := context.Background()
+	fc := testFleetConfig()
+	m := store.NewMemory()
+	prev := startSim(t, m, fc, store.PersisterOptions{}, "a", "b")
+	prev.run("a", down(10*time.Second, time.Hour), 0, 20*time.Second, time.Second, 0)
+	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("owed-before-restart")} })
+	if err := prev.keeper.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	f := &faultStore{Store: m}
+	f.fail(errDown)
+	fleet, _ := hysteresis.NewFleet(fc)
+	k := store.NewKeeper(f, logr.Discard(), store.KeeperOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	p := store.NewPersister(fleet, k, store.PersisterOptions{RestoreTimeout: 300 * time.Millisecond})
+	for i, c := range []string{"a", "b"} {
+		_ = fleet.Add(c, hysteresis.Overrides{})
+		start := time.Now()
+		restored, err := p.Restore(ctx, c)
+		took := time.Since(start)
+		if restored || err == nil {
+			t.Fatalf("%s restored=%v err=%v with the store down", c, restored, err)
+		}
+		if i == 0 && took < 300*time.Millisecond {
+			t.Errorf("first restore gave up after %s, before RestoreTimeout", took)
+		}
+		if i == 1 && took > 100*time.Millisecond {
+			t.Errorf("second restore waited %s: the deadline is per term, not per member", took)
+		}
+	}
+	if p.Stats().Unrestored != 2 {
+		t.Errorf("stats %+v", p.Stats())
+	}
+	// Decisions go on from memory; pod sync records another owed delete.
+	st, ts, _ := fleet.Observe("a", hysteresis.Observation{Time: t0.Add(25 * time.Second), Class: hysteresis.ClassNetwork})
+	p.Observed("a", st, ts)
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("owed-after-restart")) })
+	f.fail(nil)
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := mustGet(t, m, "a")
+	if got := fmt.Sprint(names(rec.Deletes)); got != "[owed-after-restart owed-before-restart]" {
+		t.Errorf("record after the store came back: deletes %s", got)
+	}
+	if !strings.Contains(string(rec.Hysteresis), `"lastObserved"`) && !strings.Contains(string(rec.Hysteresis), t0.Add(25*time.Second).Format("15:04:05")) {
+		t.Errorf("record's snapshot is not the running engine's: %s", rec.Hysteresis)
+	}
+}

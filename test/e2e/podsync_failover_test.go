@@ -1,0 +1,77 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+// failoverMargin covers what the bound notReadyAfter + tolerationSeconds +
+// reapAfter leaves out: a probe interval to see the outage, the leaf's
+// write, KCM's node monitor period and taint, the StatefulSet controller
+// and scheduler, and the new member pod starting and reporting Ready.
+const failoverMargin = 10 * time.Second
+
+// TestPodSyncFailover: a member goes down for good. Its StatefulSet's pods
+// are evicted, reaped and recreated on the other member's leaf, Ready
+// within notReadyAfter + tolerationSeconds + reapAfter (+ a small margin).
+// When the member comes back, its stale copies are removed; the other
+// member's pods are untouched.
+func TestPodSyncFailover(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a", "member-b")
+	a, b := f.members["member-a"], f.members["member-b"]
+	const leafA, leafB = "leaf-member-a", "leaf-member-b"
+	f.startLeafsync(t, "leafsync")
+	// Only member-a at first, so that the pods start there.
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leafA, time.Minute)
+	f.createWorkloads(t, nil, []harness.LeafWorkload{leafWorkload("db", 2, leafA, leafB)})
+	waitHostPodsReady(t, f, "app=db", 2, 90*time.Second, leafA)
+	f.register(t, "member-b", nil)
+	f.waitLeafReady(t, leafB, time.Minute)
+	waitOneToOne(t, f, "member-a", leafA, 10*time.Second)
+	staleCopies := len(listPods(t, a.Cluster, managedPodSelector))
+
+	a.proxy.Cut()
+	cutAt := time.Now()
+	bound := notReadyAfter + tolerationSeconds*time.Second + reapAfter + failoverMargin
+	moved := waitHostPodsReady(t, f, "app=db", 2, bound+60*time.Second, leafB)
+	took := time.Since(cutAt)
+	t.Logf("StatefulSet pods Running and Ready on %s %s after member-a was cut (bound: notReadyAfter %s + tolerationSeconds %ds + reapAfter %s + margin %s = %s)",
+		leafB, took.Round(time.Millisecond), notReadyAfter, tolerationSeconds, reapAfter, failoverMargin, bound)
+	if took > bound {
+		t.Errorf("fail-over took %s, beyond %s", took.Round(time.Millisecond), bound)
+	}
+	waitOneToOne(t, f, "member-b", leafB, 10*time.Second)
+	bRec := recordPods(t, b.Cluster, managedPodSelector)
+
+	// member-a comes back: its copies of the pods are stale.
+	if err := a.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	healAt := time.Now()
+	harness.Eventually(t, readyAfter+maxDeferral+podSyncResync+20*time.Second, "stale copies removed from member-a", func() error {
+		if n := len(listPods(t, a.Cluster, managedPodSelector)); n > 0 {
+			return fmt.Errorf("%d of %d stale copies left", n, staleCopies)
+		}
+		return nil
+	})
+	t.Logf("member-a's %d stale copies removed %s after it came back (readyAfter %s)", staleCopies, time.Since(healAt).Round(time.Millisecond), readyAfter)
+	for _, e := range bRec.events(t) {
+		if e.typ == watch.Deleted || e.pod.DeletionTimestamp != nil {
+			t.Errorf("member-b pod %s deleted when member-a came back", e.pod.Name)
+		}
+	}
+	for _, p := range waitHostPodsReady(t, f, "app=db", 2, 10*time.Second, leafB) {
+		if p.UID != findPod(moved, p.Name).UID {
+			t.Errorf("host pod %s replaced again when member-a came back", p.Name)
+		}
+	}
+	waitOneToOne(t, f, "member-b", leafB, 10*time.Second)
+}

@@ -1,0 +1,90 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+// TestPodSyncOwedDeleteSurvivesRestart: a user deletes a StatefulSet pod
+// while its member is down. The delete is owed (recorded in the state
+// store), the host pod is reaped and recreated. leafsync is then killed and
+// a new one started before the member comes back. The new leafsync must
+// still know the delete was asked for: the old member pod is deleted and
+// the recreated pod starts afresh. Had the record been lost, the member pod
+// would look like a stale eviction and be adopted instead.
+func TestPodSyncOwedDeleteSurvivesRestart(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	member := f.members["member-a"]
+	hc := f.host.Client()
+	ctx := context.Background()
+	const leaf = "leaf-member-a"
+	first := f.startLeafsync(t, "leafsync-1")
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leaf, time.Minute)
+	db := leafWorkload("db", 2, leaf)
+	db.TolerationSeconds = 3600 // no eviction: the only delete is the user's
+	f.createWorkloads(t, nil, []harness.LeafWorkload{db})
+	before := waitHostPodsReady(t, f, "app=db", 2, 90*time.Second, leaf)
+	waitOneToOne(t, f, "member-a", leaf, 10*time.Second)
+	memberBefore := map[string]corev1.Pod{}
+	for _, p := range listPods(t, member.Cluster, "app=db") {
+		memberBefore[p.Name] = p
+	}
+
+	member.proxy.Cut()
+	cutAt := time.Now()
+	if err := hc.CoreV1().Pods(appsNS).Delete(ctx, "db-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, notReadyAfter+reapAfter+30*time.Second, "db-0 reaped and recreated by its StatefulSet", func() error {
+		p, err := hc.CoreV1().Pods(appsNS).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.UID == findPod(before, "db-0").UID {
+			return fmt.Errorf("still the old pod (deletionTimestamp %v)", p.DeletionTimestamp)
+		}
+		return nil
+	})
+	t.Logf("db-0 reaped and recreated %s after the cut", time.Since(cutAt).Round(time.Millisecond))
+
+	// The owed delete lives only in the state store now: restart leafsync.
+	first.Kill()
+	f.startLeafsync(t, "leafsync-2")
+	if err := member.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	healAt := time.Now()
+	f.waitLeafReady(t, leaf, readyAfter+probeInterval+writeSlack+30*time.Second)
+	after := waitHostPodsReady(t, f, "app=db", 2, 90*time.Second, leaf)
+	waitOneToOne(t, f, "member-a", leaf, 30*time.Second)
+	t.Logf("host and member one to one %s after the heal", time.Since(healAt).Round(time.Millisecond))
+
+	mp0, err := member.Client().CoreV1().Pods(appsNS).Get(ctx, "db-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp0.UID == memberBefore["db-0"].UID {
+		t.Errorf("member pod db-0 was adopted (uid %s): the owed user delete was lost across the restart", mp0.UID)
+	}
+	if mp0.Labels[podsync.LabelHostUID] != string(findPod(after, "db-0").UID) {
+		t.Errorf("member pod db-0 is for host uid %s, host pod is %s", mp0.Labels[podsync.LabelHostUID], findPod(after, "db-0").UID)
+	}
+	mp1, err := member.Client().CoreV1().Pods(appsNS).Get(ctx, "db-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp1.UID != memberBefore["db-1"].UID || findPod(after, "db-1").UID != findPod(before, "db-1").UID {
+		t.Errorf("db-1, never deleted, was replaced: member uid %s (before %s)", mp1.UID, memberBefore["db-1"].UID)
+	}
+}
