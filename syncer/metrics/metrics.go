@@ -64,7 +64,7 @@ var (
 		Help:   "Host pods bound to a member's leaf that leafsync keeps in the member.",
 		Labels: []string{"cluster"}})
 	PodDeletes = spec(Spec{Group: "Pods", Name: "leafsync_pod_deletes_total", Kind: Counter,
-		Help:   "Host deletions of synced pods by cause (user, eviction_api, preemption, taint_manager, pod_gc) and what leafsync did downstream: forwarded, stale_deferred, stale_retained, owed, adopted, reaped.",
+		Help:   "Host deletions of synced pods by cause (user, eviction_api, preemption, taint_manager, pod_gc, other) and what leafsync did downstream: forwarded, stale_deferred, stale_retained, owed, adopted, reaped.",
 		Labels: []string{"cluster", "cause", "outcome"}})
 	OwedDeletes = spec(Spec{Group: "Pods", Name: "leafsync_pending_deletes", Kind: Gauge,
 		Help:   "Downstream deletes waiting, by kind: owed (member was down), deferred (stale eviction kept until the replacement is Ready), retained (kept as an orphan).",
@@ -86,7 +86,7 @@ var (
 // so that rate() and increase() have series from the start.
 var (
 	ProbeResultValues  = []string{"ok", "network", "server", "auth", "config"}
-	DeleteCauses       = []string{"user", "eviction_api", "preemption", "taint_manager", "pod_gc"}
+	DeleteCauses       = []string{"user", "eviction_api", "preemption", "taint_manager", "pod_gc", "other"}
 	DeleteOutcomes     = []string{"forwarded", "stale_deferred", "stale_retained", "owed", "adopted", "reaped"}
 	PendingDeleteKinds = []string{"owed", "deferred", "retained"}
 	StoreErrorReasons  = []string{"conflict", "unavailable", "other"}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -67,6 +68,9 @@ type Controller struct {
 	mu      sync.Mutex
 	members map[string]*memberSync
 	wg      sync.WaitGroup
+
+	// assignMu serializes the assignment of replacements to deferred deletes.
+	assignMu sync.Mutex
 
 	nsPods nsPodCache
 }
@@ -470,6 +474,11 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	if !host.HasSynced() || !m.Runtime.HasSynced() {
 		return time.Second, nil
 	}
+	start := time.Now()
+	defer func() {
+		metrics.PodSyncDurationVec.WithLabelValues(k.Cluster).Observe(time.Since(start).Seconds())
+		c.updateGauges(k.Cluster, host)
+	}()
 	st, ok := c.opts.Registry.Hysteresis(k.Cluster)
 	if !ok {
 		return 0, nil
@@ -518,21 +527,75 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	return plan.Requeue, nil
 }
 
+// updateGauges sets the synced-pod and pending-delete gauges of a member.
+func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer) {
+	metrics.SyncedPodsVec.WithLabelValues(cluster).Set(float64(len(host.GetStore().ListKeys())))
+	counts := map[store.DeleteKind]int{}
+	for _, d := range c.opts.Keeper.State(cluster).Deletes {
+		counts[d.Kind]++
+	}
+	for kind, label := range map[store.DeleteKind]string{store.Owed: "owed", store.Deferred: "deferred", store.Retained: "retained"} {
+		metrics.PendingDeletesVec.WithLabelValues(cluster, label).Set(float64(counts[kind]))
+	}
+}
+
 // replaced reports whether a deferred delete's replacement is Ready in
-// the host.
+// the host. The replacement is the one assigned to the delete, or a new one
+// assigned now (and recorded) if it has none or the assigned pod is gone.
 func (c *Controller) replaced(ctx context.Context, cluster string, r store.PendingDelete) bool {
 	pods, err := c.nsPods.list(ctx, r.Namespace)
 	if err != nil {
 		c.log.V(1).Info("listing host pods for replacements", "namespace", r.Namespace, "error", err.Error())
 		return false
 	}
-	var recs []store.PendingDelete
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	cur, found := r, false
 	for _, d := range c.opts.Keeper.State(cluster).Deletes {
-		if d.Namespace == r.Namespace {
-			recs = append(recs, d)
+		if d.Namespace == r.Namespace && d.Name == r.Name && d.HostUID == r.HostUID {
+			cur, found = d, true
 		}
 	}
-	return Replaced(recs, pods)[r.HostUID]
+	taken, pending := c.assignments(cur)
+	uid, ready := ChooseReplacement(cur, taken, pending, pods)
+	if found && cur.Kind == store.Deferred && uid != cur.Replacement {
+		if kind, _ := splitOwner(cur.Owner); kind != "StatefulSet" {
+			cur.Replacement = uid
+			c.opts.Keeper.Update(cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, cur) })
+		}
+	}
+	return uid != "" && ready
+}
+
+// recordDeferred records a deferred delete with a replacement assigned
+// (when one exists already: a ReplicaSet creates it as the eviction
+// happens), so that no later delete of the same owner can take it.
+func (c *Controller) recordDeferred(ctx context.Context, cluster string, r store.PendingDelete) {
+	pods, err := c.nsPods.list(ctx, r.Namespace)
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	if kind, _ := splitOwner(r.Owner); err == nil && kind != "StatefulSet" {
+		taken, pending := c.assignments(r)
+		r.Replacement, _ = ChooseReplacement(r, taken, pending, pods)
+		c.log.V(1).Info("replacement assigned", "cluster", cluster, "pod", r.Namespace+"/"+r.Name, "hostUID", r.HostUID, "replacement", r.Replacement)
+	}
+	c.opts.Keeper.Update(cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, r) })
+}
+
+// assignments returns the replacements assigned to pending deletes other
+// than r (in every member: one host pod replaces one deleted pod), and the
+// UIDs of the deleted host pods. assignMu must be held.
+func (c *Controller) assignments(r store.PendingDelete) (taken, pending map[string]bool) {
+	taken, pending = map[string]bool{}, map[string]bool{}
+	for _, m := range c.opts.Registry.Members() {
+		for _, d := range c.opts.Keeper.State(m.Cluster()).Deletes {
+			pending[d.HostUID] = true
+			if d.Replacement != "" && d.HostUID != r.HostUID {
+				taken[d.Replacement] = true
+			}
+		}
+	}
+	return taken, pending
 }
 
 // nsPodCache lists a namespace's host pods at most once per ttl, for

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -33,11 +34,70 @@ type execution struct {
 
 func (x *execution) run(ctx context.Context, plan Plan) error {
 	for _, a := range plan.Actions {
+		hp := x.hp
 		if err := x.do(ctx, a); err != nil {
 			return fmt.Errorf("%s: %w", a.Type, err)
 		}
+		x.count(a, hp)
 	}
 	return nil
+}
+
+// count records what a carried-out action did with a host deletion
+// (leafsync_pod_deletes_total{cause,outcome}). hp is the host pod as it was
+// before the action.
+func (x *execution) count(a Action, hp *corev1.Pod) {
+	deleting := hp != nil && hp.DeletionTimestamp != nil
+	var cause, outcome string
+	switch {
+	case a.Type == DeleteMember && deleting && (a.Reason == "DeleteForwarded" || a.Reason == "StaleEvictionForwarded"):
+		cause, outcome = CauseOf(hp), "forwarded"
+	case a.Type == Record && deleting:
+		cause = a.Record.Cause
+		switch a.Record.Kind {
+		case store.Owed:
+			outcome = "owed"
+		case store.Deferred:
+			outcome = "stale_deferred"
+		case store.Retained:
+			outcome = "stale_retained"
+		}
+	case a.Type == FinishHost && a.Reason == "Reaped" && hp != nil:
+		cause, outcome = CauseOf(hp), "reaped"
+	case a.Type == Adopt:
+		cause, outcome = x.recordedCause(), "adopted"
+	}
+	if outcome != "" && cause != CauseOrphan {
+		metrics.PodDeletesVec.WithLabelValues(x.key.Cluster, causeLabel(cause), outcome).Inc()
+	}
+}
+
+// recordedCause is the cause of the pending delete of this pod name, the
+// deletion an adoption resolves.
+func (x *execution) recordedCause() string {
+	for _, r := range x.c.opts.Keeper.State(x.key.Cluster).Deletes {
+		if r.Namespace == x.key.Namespace && r.Name == x.key.Name {
+			return r.Cause
+		}
+	}
+	return CauseNone
+}
+
+// causeLabel maps a DisruptionTarget reason to a bounded metric label.
+func causeLabel(cause string) string {
+	switch cause {
+	case CauseNone:
+		return "user"
+	case CauseEvictionAPI:
+		return "eviction_api"
+	case CausePreemption:
+		return "preemption"
+	case CauseTaintManager:
+		return "taint_manager"
+	case CausePodGC:
+		return "pod_gc"
+	}
+	return "other"
 }
 
 func (x *execution) logAction(a Action, kv ...any) {
@@ -82,7 +142,11 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		err = x.deleteMember(ctx, a)
 	case Record:
 		x.logAction(a, "kind", string(a.Record.Kind), "hostUID", a.Record.HostUID, "cause", a.Record.Cause, "owner", a.Record.Owner)
-		c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, a.Record) })
+		if a.Record.Kind == store.Deferred {
+			c.recordDeferred(ctx, x.key.Cluster, a.Record)
+		} else {
+			c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, a.Record) })
+		}
 	case DropRecord:
 		x.logAction(a, "hostUID", a.HostUID)
 		c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) {

@@ -1,7 +1,6 @@
 package podsync
 
 import (
-	"reflect"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ func ownedPod(name, uid, ownerKind, owner string, created time.Time, ready bool)
 	if ready {
 		st = corev1.ConditionTrue
 	}
+	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
 	return p
 }
@@ -31,75 +31,83 @@ func deferred(name, uid, owner string, deletedAt time.Time) store.PendingDelete 
 		Cause: CauseTaintManager, Since: t0, HostDeletedAt: deletedAt}
 }
 
-func TestReplacedStatefulSet(t *testing.T) {
-	recs := []store.PendingDelete{deferred("web-0", "old0", "StatefulSet/web", t0), deferred("web-1", "old1", "StatefulSet/web", t0)}
+func choose(t *testing.T, r store.PendingDelete, taken []string, pods []*corev1.Pod, wantUID string, wantReady bool) {
+	t.Helper()
+	tk := map[string]bool{}
+	for _, u := range taken {
+		tk[u] = true
+	}
+	uid, ready := ChooseReplacement(r, tk, map[string]bool{r.HostUID: true}, pods)
+	if uid != wantUID || ready != wantReady {
+		t.Errorf("ChooseReplacement(%s) = %q ready=%v, want %q ready=%v", r.Name, uid, ready, wantUID, wantReady)
+	}
+}
+
+func TestReplacementStatefulSet(t *testing.T) {
 	pods := []*corev1.Pod{
 		ownedPod("web-0", "new0", "StatefulSet", "web", t0.Add(time.Minute), true),
-		ownedPod("web-1", "new1", "StatefulSet", "web", t0.Add(time.Minute), false), // not Ready yet
+		ownedPod("web-1", "new1", "StatefulSet", "web", t0.Add(time.Minute), false),
+		ownedPod("web-2", "x", "StatefulSet", "other", t0.Add(time.Minute), true),
 	}
-	if got, want := Replaced(recs, pods), map[string]bool{"old0": true}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Replaced = %v, want %v", got, want)
-	}
+	choose(t, deferred("web-0", "old0", "StatefulSet/web", t0), nil, pods, "new0", true)
+	choose(t, deferred("web-1", "old1", "StatefulSet/web", t0), nil, pods, "new1", false)
 	// The same name under another owner is not a replacement.
-	pods = []*corev1.Pod{ownedPod("web-0", "x", "StatefulSet", "other", t0.Add(time.Minute), true)}
-	if got := Replaced(recs, pods); len(got) != 0 {
-		t.Errorf("Replaced = %v, want none", got)
-	}
+	choose(t, deferred("web-2", "old2", "StatefulSet/web", t0), nil, pods, "", false)
 }
 
-func TestReplacedOneToOne(t *testing.T) {
+// TestReplacementOneToOne replays what the e2e test caught: three pods of a
+// ReplicaSet evicted together, two replacements Ready, one not. The first
+// two deletes are resolved and their records dropped; the third must keep
+// waiting for its own replacement, not take one of theirs.
+func TestReplacementOneToOne(t *testing.T) {
 	const rs = "ReplicaSet/web-5d8"
-	recs := []store.PendingDelete{
-		deferred("web-5d8-a", "old-a", rs, t0),
-		deferred("web-5d8-b", "old-b", rs, t0.Add(time.Second)),
-		deferred("web-5d8-c", "old-c", rs, t0.Add(2*time.Second)),
-		{Kind: store.Owed, Namespace: "apps", Name: "web-5d8-z", HostUID: "old-z", Owner: rs, Cause: CauseTaintManager},
-	}
 	pods := []*corev1.Pod{
-		// A replica that was there before the evictions does not count.
+		// A replica that was there before the evictions is nobody's replacement.
 		ownedPod("web-5d8-kept", "kept", "ReplicaSet", "web-5d8", t0.Add(-time.Hour), true),
-		// Two replacements Ready, one not.
-		ownedPod("web-5d8-x", "x", "ReplicaSet", "web-5d8", t0.Add(500*time.Millisecond), true),
-		ownedPod("web-5d8-y", "y", "ReplicaSet", "web-5d8", t0.Add(3*time.Second), true),
-		ownedPod("web-5d8-w", "w", "ReplicaSet", "web-5d8", t0.Add(3*time.Second), false),
-		// Terminating pods and other owners do not count.
-		func() *corev1.Pod {
-			p := ownedPod("web-5d8-t", "t", "ReplicaSet", "web-5d8", t0.Add(4*time.Second), true)
-			p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
-			return p
-		}(),
-		ownedPod("api-1", "api", "ReplicaSet", "api-7c", t0.Add(4*time.Second), true),
+		ownedPod("web-5d8-x", "x", "ReplicaSet", "web-5d8", t0.Add(500*time.Millisecond), false),
+		ownedPod("web-5d8-y", "y", "ReplicaSet", "web-5d8", t0.Add(600*time.Millisecond), false),
+		ownedPod("web-5d8-z", "z", "ReplicaSet", "web-5d8", t0.Add(700*time.Millisecond), false),
+		// Another owner's pod.
+		ownedPod("api-1", "api", "ReplicaSet", "api-7c", t0.Add(time.Second), true),
 	}
-	got := Replaced(recs, pods)
-	if want := map[string]bool{"old-a": true, "old-b": true}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Replaced = %v, want %v (oldest deletes first, one replacement each)", got, want)
-	}
-	// One more Ready replacement frees the third.
+	a, b, c := deferred("web-5d8-a", "old-a", rs, t0), deferred("web-5d8-b", "old-b", rs, t0), deferred("web-5d8-c", "old-c", rs, t0)
+	// Assigned in turn as the deletes are deferred (nothing Ready yet).
+	choose(t, a, nil, pods, "x", false)
+	a.Replacement = "x"
+	choose(t, b, []string{"x"}, pods, "y", false)
+	b.Replacement = "y"
+	choose(t, c, []string{"x", "y"}, pods, "z", false)
+	c.Replacement = "z"
+	// x and y become Ready: a and b are resolved, their records dropped.
+	pods[1].Status.Conditions[0].Status = corev1.ConditionTrue
+	pods[2].Status.Conditions[0].Status = corev1.ConditionTrue
+	choose(t, a, []string{"y", "z"}, pods, "x", true)
+	choose(t, b, []string{"x", "z"}, pods, "y", true)
+	choose(t, c, nil, pods, "z", false) // nothing taken any more, c still waits for z
 	pods[3].Status.Conditions[0].Status = corev1.ConditionTrue
-	if got := Replaced(recs, pods); len(got) != 3 || !got["old-c"] {
-		t.Errorf("Replaced = %v, want old-a, old-b, old-c", got)
-	}
+	choose(t, c, nil, pods, "z", true)
 }
 
-func TestReplacedOrphansClaimLast(t *testing.T) {
+func TestReplacementReassigned(t *testing.T) {
 	const rs = "ReplicaSet/web-5d8"
+	dying := ownedPod("web-5d8-x", "x", "ReplicaSet", "web-5d8", t0.Add(time.Second), true)
+	dying.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(time.Minute)))
+	failed := ownedPod("web-5d8-f", "f", "ReplicaSet", "web-5d8", t0.Add(time.Second), false)
+	failed.Status.Phase = corev1.PodFailed
+	pods := []*corev1.Pod{dying, failed, ownedPod("web-5d8-y", "y", "ReplicaSet", "web-5d8", t0.Add(2*time.Second), true)}
+	r := deferred("web-5d8-a", "old-a", rs, t0)
+	r.Replacement = "x"
+	choose(t, r, nil, pods, "y", true)
+	// A pod of a pending delete (deleted in the host) is no replacement.
+	choose(t, deferred("web-5d8-b", "y", rs, t0), nil, pods, "", false)
+}
+
+func TestReplacementOrphanAndNoOwner(t *testing.T) {
+	const rs = "ReplicaSet/web-5d8"
+	pods := []*corev1.Pod{ownedPod("web-5d8-kept", "kept", "ReplicaSet", "web-5d8", t0.Add(-time.Hour), true)}
 	orphan := deferred("web-5d8-o", "orphan", rs, time.Time{})
 	orphan.Cause = CauseOrphan
-	recs := []store.PendingDelete{orphan, deferred("web-5d8-a", "old-a", rs, t0)}
-	pods := []*corev1.Pod{ownedPod("web-5d8-x", "x", "ReplicaSet", "web-5d8", t0.Add(time.Second), true)}
-	if got, want := Replaced(recs, pods), map[string]bool{"old-a": true}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Replaced = %v, want %v", got, want)
-	}
-	pods = append(pods, ownedPod("web-5d8-kept", "kept", "ReplicaSet", "web-5d8", t0.Add(-time.Hour), true))
-	if got := Replaced(recs, pods); !got["orphan"] {
-		t.Errorf("Replaced = %v: an orphan takes any Ready pod of its owner left", got)
-	}
-}
-
-func TestReplacedNoOwner(t *testing.T) {
-	recs := []store.PendingDelete{deferred("bare", "old", "", t0)}
-	pods := []*corev1.Pod{ownedPod("bare", "new", "ReplicaSet", "x", t0.Add(time.Second), true)}
-	if got := Replaced(recs, pods); len(got) != 0 {
-		t.Errorf("Replaced = %v, want none: a bare pod has no replacement", got)
-	}
+	choose(t, orphan, nil, pods, "kept", true)
+	choose(t, orphan, []string{"kept"}, pods, "", false)
+	choose(t, deferred("bare", "old", "", t0), nil, pods, "", false)
 }

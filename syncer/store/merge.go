@@ -70,7 +70,8 @@ func mergeDeletes(base, theirs, mine []PendingDelete) []PendingDelete {
 
 func equalDelete(x, y PendingDelete) bool {
 	if x.Kind != y.Kind || x.Namespace != y.Namespace || x.Name != y.Name || x.HostUID != y.HostUID ||
-		x.Cause != y.Cause || x.Owner != y.Owner || !x.Since.Equal(y.Since) {
+		x.Cause != y.Cause || x.Owner != y.Owner || !x.Since.Equal(y.Since) ||
+		!x.HostDeletedAt.Equal(y.HostDeletedAt) || x.Replacement != y.Replacement {
 		return false
 	}
 	if (x.GracePeriodSeconds == nil) != (y.GracePeriodSeconds == nil) {

@@ -102,6 +102,10 @@ type PendingDelete struct {
 	// timestamp minus its grace period); the owner's replacements are the
 	// pods it created from then on.
 	HostDeletedAt time.Time `json:"hostDeletedAt,omitempty"`
+	// Replacement is the UID of the host pod assigned as this delete's
+	// replacement (DeferUntilReplaced): the member pod goes once that pod
+	// is Ready. One replacement is never assigned to two deletes.
+	Replacement string `json:"replacement,omitempty"`
 	// GracePeriodSeconds is the grace period to forward.
 	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 }

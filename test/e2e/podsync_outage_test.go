@@ -18,6 +18,7 @@ import (
 // outage is what happened in runOutage.
 type outage struct {
 	f                   *fleet
+	ls                  *harness.Leafsync
 	leaf                string
 	cutAt, healAt       time.Time
 	readyAt, settledAt  time.Time
@@ -37,7 +38,7 @@ func runOutage(t *testing.T, annotations map[string]string) *outage {
 	f := newPodSyncFleet(t, "member-a")
 	member := f.members["member-a"]
 	o := &outage{f: f, leaf: "leaf-member-a"}
-	f.startLeafsync(t, "leafsync")
+	o.ls = f.startLeafsync(t, "leafsync")
 	f.register(t, "member-a", annotations)
 	f.waitLeafReady(t, o.leaf, time.Minute)
 	f.createWorkloads(t, []harness.LeafWorkload{leafWorkload("web", 3, o.leaf)}, []harness.LeafWorkload{leafWorkload("db", 2, o.leaf)})
@@ -198,6 +199,24 @@ func TestPodSyncOutageGuard(t *testing.T) {
 	}
 	if d := o.settledAt.Sub(o.readyAt); d > maxDeferral+podSyncResync+5*time.Second {
 		t.Errorf("orphans remained %s after the member was Ready again, beyond maxDeferral %s", d, maxDeferral)
+	}
+	// leafsync's metrics tell the same story: no eviction forwarded, every
+	// one owed or deferred, the StatefulSet pods reaped and then adopted.
+	m := scrape(t, o.ls)
+	sel := func(outcome string) string {
+		return `leafsync_pod_deletes_total{cause="taint_manager",cluster="member-a",outcome="` + outcome + `"}`
+	}
+	if v := m[sel("forwarded")]; v != 0 {
+		t.Errorf("%s = %v, want 0", sel("forwarded"), v)
+	}
+	if v := m[sel("owed")] + m[sel("stale_deferred")]; v < 5 {
+		t.Errorf("owed + deferred taint-manager evictions = %v, want >= 5 (metrics %v)", v, m)
+	}
+	if v := m[sel("reaped")]; v < 2 {
+		t.Errorf("%s = %v, want >= 2", sel("reaped"), v)
+	}
+	if v := m[sel("adopted")]; v < 2 {
+		t.Errorf("%s = %v, want >= 2", sel("adopted"), v)
 	}
 }
 
