@@ -35,7 +35,7 @@ func TestLeafNode(t *testing.T) {
 	member := f.members["member-a"]
 	hc := f.host.Client()
 	ctx := context.Background()
-	f.startLeafsync(t, "leafsync")
+	ls := f.startLeafsync(t, "leafsync")
 	f.register(t, "member-a", nil)
 	const leaf = "leaf-member-a"
 	f.waitLeafReady(t, leaf, time.Minute)
@@ -65,6 +65,23 @@ func TestLeafNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitAllocatable(t, f, leaf, map[corev1.ResourceName]string{"cpu": "10800m", "nvidia.com/gpu": "1", "pods": "327"})
+	})
+
+	t.Run("no writes while nothing changes", func(t *testing.T) {
+		// Resync runs every 10s and the condition heartbeat every 30s
+		// (testConfig): over 20s of a quiet member, at most one heartbeat
+		// write may land; a write storm would show dozens.
+		series := `leafsync_leaf_writes_total{cluster="member-a"}`
+		before := scrape(t, ls)[series]
+		time.Sleep(20 * time.Second)
+		after := scrape(t, ls)[series]
+		t.Logf("leaf writes over 20s of a quiet member: %v (total so far %v)", after-before, after)
+		if after-before > 1 {
+			t.Errorf("%v leaf writes in 20s with nothing changing", after-before)
+		}
+		if after == 0 {
+			t.Errorf("%s is 0: the metric does not count the writes that made the leaf", series)
+		}
 	})
 
 	t.Run("flap shorter than notReadyAfter", func(t *testing.T) {
