@@ -97,17 +97,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
 	defer c.stopAll()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-sub.Events():
-			if !ok {
-				return nil
-			}
-			c.handle(ctx, ev)
-		}
-	}
+	sub.Each(ctx, func(ev clusters.Event) { c.handle(ctx, ev) })
+	return nil
 }
 
 func (c *Controller) handle(ctx context.Context, ev clusters.Event) {
