@@ -216,34 +216,20 @@ func recordPods(t *testing.T, c *harness.Cluster, selector string) *podRecorder 
 	for i := range list.Items {
 		r.seen = append(r.seen, podEvent{now, watch.Added, list.Items[i].DeepCopy()})
 	}
-	rv := list.ResourceVersion
 	go func() {
 		defer close(r.done)
-		for ctx.Err() == nil {
-			w, err := cs.CoreV1().Pods(appsNS).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
-			if err != nil {
-				if ctx.Err() == nil {
-					r.fail(err)
-				}
-				return
+		rewatch(ctx, list.ResourceVersion, func(rv string) (watch.Interface, error) {
+			return cs.CoreV1().Pods(appsNS).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
+		}, func(ev watch.Event) string {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				return ""
 			}
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					if ctx.Err() == nil {
-						r.fail(fmt.Errorf("watch error: %v", ev.Object))
-					}
-					w.Stop()
-					return
-				}
-				if p, ok := ev.Object.(*corev1.Pod); ok {
-					rv = p.ResourceVersion
-					r.mu.Lock()
-					r.seen = append(r.seen, podEvent{time.Now(), ev.Type, p.DeepCopy()})
-					r.mu.Unlock()
-				}
-			}
-			w.Stop()
-		}
+			r.mu.Lock()
+			r.seen = append(r.seen, podEvent{time.Now(), ev.Type, p.DeepCopy()})
+			r.mu.Unlock()
+			return p.ResourceVersion
+		}, r.fail)
 	}()
 	t.Cleanup(r.stop)
 	return r

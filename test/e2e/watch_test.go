@@ -52,40 +52,53 @@ func recordNode(t *testing.T, cluster *harness.Cluster, name string) *nodeRecord
 	for i := range list.Items {
 		r.add(&list.Items[i])
 	}
-	rv := list.ResourceVersion
 	go func() {
 		defer close(r.done)
-		// A watch ends at the client's request timeout; watch again from
-		// the last version seen, so that no version is missed.
-		for ctx.Err() == nil {
-			w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
-			if err != nil {
-				if ctx.Err() == nil {
-					r.fail(err)
-				}
-				return
+		rewatch(ctx, list.ResourceVersion, func(rv string) (watch.Interface, error) {
+			return c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
+		}, func(ev watch.Event) string {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				return ""
 			}
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					if ctx.Err() != nil {
-						break // our own stop
-					}
-					r.fail(fmt.Errorf("watch error: %v", ev.Object))
-					w.Stop()
-					return
-				}
-				if n, ok := ev.Object.(*corev1.Node); ok {
-					rv = n.ResourceVersion
-					if ev.Type != watch.Deleted {
-						r.add(n)
-					}
-				}
+			if ev.Type != watch.Deleted {
+				r.add(n)
 			}
-			w.Stop()
-		}
+			return n.ResourceVersion
+		}, r.fail)
 	}()
 	t.Cleanup(r.stop)
 	return r
+}
+
+// rewatch runs a watch from resource version rv until ctx ends. A watch
+// ends at the client's request timeout or the server's; rewatch starts
+// again from the last version seen, so that no event is missed. handle
+// returns the resource version of the event's object ("" if none); fail
+// gets every error that is not caused by ctx ending.
+func rewatch(ctx context.Context, rv string, start func(rv string) (watch.Interface, error), handle func(watch.Event) string, fail func(error)) {
+	for ctx.Err() == nil {
+		w, err := start(rv)
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				if ctx.Err() == nil {
+					fail(fmt.Errorf("watch error: %v", ev.Object))
+				}
+				w.Stop()
+				return
+			}
+			if v := handle(ev); v != "" {
+				rv = v
+			}
+		}
+		w.Stop()
+	}
 }
 
 func (r *nodeRecorder) add(n *corev1.Node) {
