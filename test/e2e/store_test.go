@@ -110,7 +110,16 @@ func readRecord(t *testing.T, s store.Store, cluster string) (store.ClusterState
 // member-a has an outage, member-b flaps. s reads the store leafsync uses;
 // inspect checks the record where it should be, raw.
 func restartScenarios(t *testing.T, f *fleet, storeSnippet string, s store.Store, inspect func(*testing.T, string)) {
-	cfg := testConfig + storeSnippet + fmt.Sprintf("  checkpointInterval: %s\n", storeCheckpoint)
+	// The flap must look to the engine as it does in production, where the
+	// breaker's openTimeout (5s) equals the probe interval: with the test's
+	// 1s probes, a 5s open breaker would fail the probes after the heal
+	// for up to 5s more and stretch a 7s flap past notReadyAfter.
+	base := strings.Replace(testConfig, "members:\n  probeTimeout: 1s\n",
+		"members:\n  probeTimeout: 1s\n  breaker:\n    openTimeout: 1s\n", 1)
+	if base == testConfig {
+		t.Fatal("testConfig has no members section to add the breaker's openTimeout to")
+	}
+	cfg := base + storeSnippet + fmt.Sprintf("  checkpointInterval: %s\n", storeCheckpoint)
 	f.config = filepath.Join(harness.LogDir(t), "leafsync-store-config.yaml")
 	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
