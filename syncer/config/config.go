@@ -102,10 +102,13 @@ type Members struct {
 
 // Breaker configures a member's circuit breaker.
 type Breaker struct {
-	// ConsecutiveFailures (network errors, 5xx, 429) open the breaker.
+	// ConsecutiveFailures (transport errors, 502/503/504) open the
+	// breaker. The member's own answers (a 500 from its admission, 429,
+	// 4xx) never count, and readiness probes bypass the breaker.
 	ConsecutiveFailures uint32 `json:"consecutiveFailures"`
 	// OpenTimeout is how long an open breaker fails calls fast before it
-	// lets a trial call through.
+	// lets a trial call through; a successful readiness probe closes it
+	// sooner.
 	OpenTimeout hysteresis.Duration `json:"openTimeout"`
 	// HalfOpenRequests trial calls are let through when half-open; as many
 	// consecutive successes close the breaker.

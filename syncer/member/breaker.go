@@ -27,7 +27,7 @@ const (
 
 // BreakerSettings configure a member's circuit breaker.
 type BreakerSettings struct {
-	// ConsecutiveFailures (network errors, 5xx, 429) open the breaker.
+	// ConsecutiveFailures (transport errors, 502/503/504) open the breaker.
 	ConsecutiveFailures uint32
 	// OpenTimeout is how long the breaker stays open (failing every call
 	// at once) before it lets trial calls through (half-open).
@@ -88,13 +88,22 @@ var (
 )
 
 // Breaker is a member's circuit breaker at the HTTP transport level: every
-// request to the member (client-go calls, informer lists and watches, the
-// prober) passes through it. Network failures and 5xx/429 answers count;
-// consecutive failures open it and calls then fail fast with
-// *BreakerOpenError; after OpenTimeout a trial call is let through.
+// request to the member but the readiness probe (client-go calls, informer
+// lists and watches) passes through it. Only what says the member cannot be
+// reached counts: transport errors and 502/503/504 answers. A 500 (the
+// member's admission refusing a pod), a 429 or any 4xx is the member
+// answering, and is its caller's business. Consecutive failures open the
+// breaker and calls then fail fast with *BreakerOpenError; after
+// OpenTimeout a trial call is let through, and a successful probe (the
+// breaker's health check, HealthCheckPassed) closes it at once.
+//
+// The breaker never feeds readiness: the prober has its own request path.
 type Breaker struct {
 	cluster  string
-	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
+	settings gobreaker.Settings
+	// cb is replaced by a fresh, closed breaker when a health check passes
+	// (gobreaker has no reset); calls in flight on the old one finish there.
+	cb       atomic.Pointer[gobreaker.TwoStepCircuitBreaker[struct{}]]
 	log      logr.Logger
 	onChange func(cluster string, from, to BreakerState)
 
@@ -114,7 +123,7 @@ func NewBreaker(cluster string, s BreakerSettings, log logr.Logger, onChange fun
 		s.ConsecutiveFailures = DefaultBreakerSettings().ConsecutiveFailures
 	}
 	threshold := s.ConsecutiveFailures
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+	b.settings = gobreaker.Settings{
 		Name:        cluster,
 		MaxRequests: s.HalfOpenRequests,
 		Timeout:     s.OpenTimeout,
@@ -125,12 +134,39 @@ func NewBreaker(cluster string, s BreakerSettings, log logr.Logger, onChange fun
 		IsExcluded: func(err error) bool {
 			return errors.Is(err, errBreakerExcluded)
 		},
-		OnStateChange: b.stateChanged,
-	})
+	}
+	b.cb.Store(b.fresh())
 	return b
 }
 
-func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
+// fresh returns a closed gobreaker whose state changes are reported only
+// while it is the current one.
+func (b *Breaker) fresh() *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	var self *gobreaker.TwoStepCircuitBreaker[struct{}]
+	s := b.settings
+	s.OnStateChange = func(_ string, from, to gobreaker.State) {
+		if b.cb.Load() == self {
+			b.stateChanged(from, to)
+		}
+	}
+	self = gobreaker.NewTwoStepCircuitBreaker[struct{}](s)
+	return self
+}
+
+// HealthCheckPassed closes the breaker: the member answered its readiness
+// probe, so calls may flow again without waiting for OpenTimeout.
+func (b *Breaker) HealthCheckPassed() {
+	cur := b.cb.Load()
+	from := cur.State()
+	if from == BreakerClosed {
+		return
+	}
+	if b.cb.CompareAndSwap(cur, b.fresh()) {
+		b.stateChanged(from, BreakerClosed)
+	}
+}
+
+func (b *Breaker) stateChanged(from, to gobreaker.State) {
 	switch to {
 	case BreakerOpen:
 		b.opened.Add(1)
@@ -151,12 +187,12 @@ func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
 }
 
 // State returns the breaker's current state.
-func (b *Breaker) State() BreakerState { return b.cb.State() }
+func (b *Breaker) State() BreakerState { return b.cb.Load().State() }
 
 // Stats returns the breaker's counters.
 func (b *Breaker) Stats() BreakerStats {
 	return BreakerStats{
-		State:      b.cb.State(),
+		State:      b.State(),
 		Opened:     b.opened.Load(),
 		HalfOpened: b.halfOpened.Load(),
 		Closed:     b.closed.Load(),
@@ -180,11 +216,12 @@ func (t *breakerTransport) WrappedRoundTripper() http.RoundTripper { return t.ne
 
 func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := t.b
-	done, err := b.cb.Allow()
+	cb := b.cb.Load()
+	done, err := cb.Allow()
 	if err != nil {
 		b.rejected.Add(1)
 		b.mu.Lock()
-		oe := &BreakerOpenError{Cluster: b.cluster, State: b.cb.State(), Class: b.lastClass, Last: b.lastErr}
+		oe := &BreakerOpenError{Cluster: b.cluster, State: cb.State(), Class: b.lastClass, Last: b.lastErr}
 		b.mu.Unlock()
 		return nil, oe
 	}
@@ -204,24 +241,26 @@ func (b *Breaker) outcome(req *http.Request, resp *http.Response, err error) err
 		if errors.Is(req.Context().Err(), context.Canceled) {
 			return errBreakerExcluded
 		}
-		class = Classify(err)
+		if class = Classify(err); !countsForBreaker(class) {
+			return errBreakerExcluded // TLS/config: waiting does not help
+		}
 		detail = err.Error()
-	default:
-		var failed bool
-		if class, failed = ClassifyStatus(resp.StatusCode); !failed {
-			return nil
-		}
+	case unreachableStatus(resp.StatusCode):
+		class = hysteresis.ClassServer
 		detail = fmt.Sprintf("%s %s: %s", req.Method, req.URL.Path, resp.Status)
-	}
-	if !countsForBreaker(class) {
-		if err == nil {
-			return nil // a 4xx answer: the member is reachable
-		}
-		return errBreakerExcluded // TLS/config: waiting does not help
+	default:
+		return nil // the member answered
 	}
 	b.failures.Add(1)
 	b.mu.Lock()
 	b.lastClass, b.lastErr = class, detail
 	b.mu.Unlock()
 	return errBreakerFailure
+}
+
+// unreachableStatus: answers of a gateway or an API server that cannot
+// serve at all (502 bad gateway, 503 unavailable, 504 gateway timeout).
+// Other codes are the member's answer to this request.
+func unreachableStatus(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }

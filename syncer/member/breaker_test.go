@@ -146,9 +146,14 @@ func TestBreakerCountsOnlyNetworkAndServerFailures(t *testing.T) {
 		err    error
 		counts bool
 	}{
-		{"500", 500, nil, true},
+		// Only answers that say the member cannot be reached count: a 500
+		// is the member's own answer (its admission webhook failing a pod
+		// create), a 429 its rate limit; neither is an outage.
+		{"500", 500, nil, false},
+		{"429", 429, nil, false},
+		{"502", 502, nil, true},
 		{"503", 503, nil, true},
-		{"429", 429, nil, true},
+		{"504", 504, nil, true},
 		{"refused", 0, errRefused, true},
 		{"timeout", 0, context.DeadlineExceeded, true},
 		{"401", 401, nil, false},
@@ -250,5 +255,65 @@ func TestBreakerHalfOpenTrial(t *testing.T) {
 	st := b.Stats()
 	if st.Opened != 2 || st.HalfOpened != 2 || st.Closed != 1 || st.Rejected != 5 {
 		t.Errorf("stats = %+v", st)
+	}
+}
+
+// A successful probe is the breaker's health check: it closes an open
+// breaker at once, without waiting for the open timeout.
+func TestBreakerClosedByHealthCheck(t *testing.T) {
+	next := &scripted{}
+	var ch changes
+	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, logr.Discard(), ch.record)
+	rt := b.Wrap(next)
+	next.set(0, errRefused)
+	_ = get(t, rt)
+	if b.State() != BreakerOpen {
+		t.Fatalf("state %s", b.State())
+	}
+	b.HealthCheckPassed()
+	if b.State() != BreakerClosed {
+		t.Fatalf("state %s after a passed health check", b.State())
+	}
+	next.set(200, nil)
+	if err := get(t, rt); err != nil {
+		t.Fatalf("call after the health check: %v", err)
+	}
+	b.HealthCheckPassed() // closed already: no change
+	if got := strings.Join(ch.get(), ","); got != "closed>open,open>closed" {
+		t.Errorf("changes = %s", got)
+	}
+	if st := b.Stats(); st.Opened != 1 || st.Closed != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+// A call that was in flight on the breaker a health check replaced cannot
+// reopen the new one, nor report a change.
+func TestBreakerStaleCallAfterHealthCheck(t *testing.T) {
+	next := &scripted{}
+	var ch changes
+	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Millisecond, HalfOpenRequests: 1}, logr.Discard(), ch.record)
+	rt := b.Wrap(next)
+	next.set(0, errRefused)
+	_ = get(t, rt)
+	time.Sleep(5 * time.Millisecond) // half-open: the next call is the trial
+	block := make(chan struct{})
+	next.mu.Lock()
+	next.block = block
+	next.mu.Unlock()
+	before := next.calls.Load()
+	trial := make(chan error, 1)
+	go func() { trial <- get(t, rt) }()
+	for next.calls.Load() == before {
+		time.Sleep(time.Millisecond)
+	}
+	b.HealthCheckPassed()
+	close(block) // the trial fails (refused) on the replaced breaker
+	<-trial
+	if b.State() != BreakerClosed {
+		t.Fatalf("state %s: a stale trial reopened the breaker", b.State())
+	}
+	if got := strings.Join(ch.get(), ","); got != "closed>open,open>half-open,half-open>closed" {
+		t.Errorf("changes = %s", got)
 	}
 }

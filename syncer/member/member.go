@@ -2,7 +2,9 @@
 // timeouts, QPS/burst and a leafsync user agent), its Node and Pod informers
 // (with transforms that keep the cache small), its prober (GET /readyz,
 // classified for the hysteresis engine), and its circuit breaker, through
-// which every call to the member goes. A Runtime is started and stopped as a
+// which every call to the member goes but the probe. The probe has a
+// transport (and connections) of its own: it is the only readiness signal,
+// and the breaker's health check. A Runtime is started and stopped as a
 // whole; stopping it frees every goroutine and connection it made.
 //
 // The package also provides Retry, a bounded, jittered, context-aware retry
@@ -83,6 +85,7 @@ type Runtime struct {
 	log       logr.Logger
 	config    *rest.Config // with wrappers, timeout, QPS
 	transport http.RoundTripper
+	probeRT   http.RoundTripper // the prober's own: no breaker, own connections
 	kube      kubernetes.Interface
 	factory   informers.SharedInformerFactory
 	nodes     coreinformers.NodeInformer
@@ -135,6 +138,18 @@ func New(o Options) (*Runtime, error) {
 	// with another member), so Stop can close its connections.
 	dialer := &net.Dialer{Timeout: min(dialTimeout, o.Timeout), KeepAlive: 30 * time.Second}
 	cfg.Dial = dialer.DialContext
+	// The probe's transport is built before the breaker is added: a probe
+	// is never refused by the breaker, and never queues on a connection
+	// busy with other calls. (A custom Dial keeps client-go from sharing
+	// either transport through its TLS cache.)
+	probeDialer := *dialer
+	probeCfg := rest.CopyConfig(cfg)
+	probeCfg.Dial = probeDialer.DialContext
+	probeRT, err := rest.TransportFor(probeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("member %q: building probe transport: %w", o.Cluster, err)
+	}
+	r.probeRT = probeRT
 	cfg.Wrap(r.breaker.Wrap)
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
@@ -169,15 +184,15 @@ func New(o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member %q: %w", o.Cluster, err)
 	}
-	interval := o.ProbeInterval
 	r.prober = NewProber(ProberOptions{
-		Cluster:  o.Cluster,
-		Client:   &http.Client{Transport: rt},
-		URL:      readyz,
-		Timeout:  o.ProbeTimeout,
-		Interval: interval,
-		Observe:  o.Observe,
-		Now:      o.Now,
+		Cluster:   o.Cluster,
+		Client:    &http.Client{Transport: probeRT},
+		URL:       readyz,
+		Timeout:   o.ProbeTimeout,
+		Interval:  o.ProbeInterval,
+		Observe:   o.Observe,
+		OnSuccess: r.breaker.HealthCheckPassed,
+		Now:       o.Now,
 	})
 	return r, nil
 }
@@ -232,6 +247,7 @@ func (r *Runtime) Stop() {
 	r.wg.Wait()
 	r.factory.Shutdown()
 	utilnet.CloseIdleConnectionsFor(r.transport)
+	utilnet.CloseIdleConnectionsFor(r.probeRT)
 	close(r.done)
 	r.log.V(1).Info("member runtime stopped")
 }

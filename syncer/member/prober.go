@@ -20,7 +20,8 @@ import (
 type ObserveFunc func(cluster string, obs hysteresis.Observation)
 
 // Prober checks a member's API server with GET /readyz and classifies the
-// outcome for the hysteresis engine.
+// outcome for the hysteresis engine. It is the only source of readiness
+// evidence; its client must not pass through the member's breaker.
 type Prober struct {
 	cluster  string
 	client   *http.Client
@@ -28,6 +29,7 @@ type Prober struct {
 	timeout  time.Duration
 	interval func() time.Duration
 	observe  ObserveFunc
+	success  func()
 	now      func() time.Time
 
 	mu   sync.Mutex
@@ -37,8 +39,9 @@ type Prober struct {
 // ProberOptions configure a Prober.
 type ProberOptions struct {
 	Cluster string
-	// Client sends the probe; its transport must carry the member's
-	// credentials and breaker. Its Timeout is ignored (Timeout below is used).
+	// Client sends the probe; its transport carries the member's
+	// credentials, and no breaker. Its Timeout is ignored (Timeout below is
+	// used).
 	Client *http.Client
 	// URL is the member's /readyz URL.
 	URL string
@@ -49,6 +52,9 @@ type ProberOptions struct {
 	Interval func() time.Duration
 	// Observe receives each outcome (may be nil).
 	Observe ObserveFunc
+	// OnSuccess is called after every successful probe (may be nil): the
+	// breaker's health check.
+	OnSuccess func()
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -64,7 +70,7 @@ func NewProber(o ProberOptions) *Prober {
 	if o.Interval == nil {
 		o.Interval = func() time.Duration { return hysteresis.DefaultConfig().ProbeInterval.Duration }
 	}
-	return &Prober{cluster: o.Cluster, client: o.Client, url: o.URL, timeout: o.Timeout, interval: o.Interval, observe: o.Observe, now: o.Now}
+	return &Prober{cluster: o.Cluster, client: o.Client, url: o.URL, timeout: o.Timeout, interval: o.Interval, observe: o.Observe, success: o.OnSuccess, now: o.Now}
 }
 
 // Last returns the last probe outcome (zero Time if none yet).
@@ -129,6 +135,9 @@ func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
 	p.mu.Lock()
 	p.last = obs
 	p.mu.Unlock()
+	if obs.OK && p.success != nil {
+		p.success()
+	}
 	return obs, true
 }
 

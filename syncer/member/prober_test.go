@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -160,8 +162,23 @@ func TestProberDNS(t *testing.T) {
 	}
 }
 
-func TestProberBreakerOpen(t *testing.T) {
-	srv := statusServer(t, http.StatusServiceUnavailable)
+// The probe is the readiness signal: it has its own request path and never
+// passes through the breaker, so calls the member refuses (a 500 from its
+// admission on every pod create) cannot turn into failed probes, and a
+// successful probe closes a breaker that the link opened.
+func TestProberBypassesBreaker(t *testing.T) {
+	var readyz, other atomic.Int64
+	var otherCode atomic.Int32
+	otherCode.Store(http.StatusServiceUnavailable)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			readyz.Add(1)
+			return
+		}
+		other.Add(1)
+		w.WriteHeader(int(otherCode.Load()))
+	}))
+	t.Cleanup(srv.Close)
 	o := Options{Cluster: "east", RESTConfig: tlsConfigFor(srv), Logger: logr.Discard(),
 		Breaker: BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}}
 	rt, err := New(o)
@@ -170,27 +187,37 @@ func TestProberBreakerOpen(t *testing.T) {
 	}
 	defer rt.Stop()
 	for i := 0; i < 2; i++ {
-		if obs := rt.Prober().Probe(context.Background()); obs.Class != hysteresis.ClassServer {
-			t.Fatalf("probe %d: %+v", i, obs)
-		}
+		_, _ = rt.Client().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	}
 	if rt.Breaker().State() != BreakerOpen {
-		t.Fatalf("breaker %s after 2 failures", rt.Breaker().State())
+		t.Fatalf("breaker %s after two 503s", rt.Breaker().State())
 	}
-	obs := rt.Prober().Probe(context.Background())
-	// Failing fast keeps the class of the failures that opened the breaker.
-	if obs.OK || obs.Class != hysteresis.ClassServer || !strings.Contains(obs.Detail, "circuit breaker") {
-		t.Fatalf("got %+v", obs)
-	}
-	// Client calls share the breaker: they fail fast too, without a request.
-	before := rt.Breaker().Stats().Rejected
+	// Client calls fail fast, without a request.
+	before := other.Load()
 	_, err = rt.Client().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	var open *BreakerOpenError
-	if !errors.As(err, &open) {
-		t.Fatalf("client call: err = %v, want *BreakerOpenError", err)
+	if !errors.As(err, &open) || other.Load() != before {
+		t.Fatalf("client call with the breaker open: err = %v, %d requests", err, other.Load()-before)
 	}
-	if rt.Breaker().Stats().Rejected != before+1 {
-		t.Errorf("rejected %d -> %d", before, rt.Breaker().Stats().Rejected)
+	// The probe still reaches the member, succeeds, and closes the breaker.
+	obs := rt.Prober().Probe(context.Background())
+	if !obs.OK || readyz.Load() != 1 {
+		t.Fatalf("probe with the breaker open: %+v (%d /readyz requests)", obs, readyz.Load())
+	}
+	if rt.Breaker().State() != BreakerClosed {
+		t.Fatalf("breaker %s after a successful probe", rt.Breaker().State())
+	}
+	// A member that answers 500 to every other call keeps the breaker
+	// closed and its probes OK.
+	otherCode.Store(http.StatusInternalServerError)
+	for i := 0; i < 10; i++ {
+		_, _ = rt.Client().CoreV1().Pods("ns").Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, metav1.CreateOptions{})
+		if obs := rt.Prober().Probe(context.Background()); !obs.OK {
+			t.Fatalf("probe %d after 500s on pod creates: %+v", i, obs)
+		}
+	}
+	if rt.Breaker().State() != BreakerClosed {
+		t.Errorf("breaker %s after 500s from the member", rt.Breaker().State())
 	}
 }
 
