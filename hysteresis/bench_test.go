@@ -10,7 +10,9 @@ import (
 // the first `failing` clusters failed with class and the others succeeded,
 // so every cluster is in its steady state.
 func benchFleet(tb testing.TB, n, failing int, class Class) (*Fleet, []string) {
-	f, err := NewFleet(DefaultFleetConfig())
+	fc := DefaultFleetConfig()
+	fc.MassHoldMax = D(24 * time.Hour) // held for the whole benchmark
+	f, err := NewFleet(fc)
 	if err != nil {
 		tb.Fatal(err)
 	}

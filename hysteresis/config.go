@@ -80,27 +80,34 @@ type Config struct {
 	MaxPenalty float64 `json:"maxPenalty"`
 	// MassFraction in (0,1] and MassMin ≥ 2: while at least MassFraction of
 	// the fleet's clusters and at least MassMin clusters are failing, this
-	// cluster does not move to NotReady.
+	// cluster does not move to NotReady...
 	MassFraction float64 `json:"massFraction"`
 	MassMin      int     `json:"massMin"`
+	// MassHoldMax: ...for at most this long (failure evidence while held);
+	// then it goes NotReady, at most one cluster of the fleet per
+	// MassReleaseInterval (0: no rate limit).
+	MassHoldMax         Duration `json:"massHoldMax"`
+	MassReleaseInterval Duration `json:"massReleaseInterval"`
 }
 
 // DefaultConfig returns the fleet defaults (rationale in the package doc).
 func DefaultConfig() Config {
 	return Config{
-		ProbeInterval:   D(5 * time.Second),
-		CordonAfter:     D(10 * time.Second),
-		NotReadyAfter:   D(90 * time.Second),
-		ReadyAfter:      D(30 * time.Second),
-		Window:          D(10 * time.Minute),
-		MinAvailability: 0.5,
-		PenaltyPerFlap:  1000,
-		HalfLife:        D(10 * time.Minute),
-		Suppress:        2000,
-		Reuse:           750,
-		MaxPenalty:      6000,
-		MassFraction:    0.55,
-		MassMin:         3,
+		ProbeInterval:       D(5 * time.Second),
+		CordonAfter:         D(10 * time.Second),
+		NotReadyAfter:       D(90 * time.Second),
+		ReadyAfter:          D(30 * time.Second),
+		Window:              D(10 * time.Minute),
+		MinAvailability:     0.5,
+		PenaltyPerFlap:      1000,
+		HalfLife:            D(10 * time.Minute),
+		Suppress:            2000,
+		Reuse:               750,
+		MaxPenalty:          6000,
+		MassFraction:        0.55,
+		MassMin:             3,
+		MassHoldMax:         D(5 * time.Minute),
+		MassReleaseInterval: D(10 * time.Second),
 	}
 }
 
@@ -169,6 +176,10 @@ func (c Config) validate(p string) error {
 	if c.MassMin < 2 {
 		bad("%smassMin (%d) must be at least 2 (one failing cluster is never a mass disconnect)", p, c.MassMin)
 	}
+	positive("massHoldMax", c.MassHoldMax)
+	if c.MassReleaseInterval.Duration < 0 {
+		bad("%smassReleaseInterval (%s) must not be negative", p, c.MassReleaseInterval)
+	}
 	return errors.Join(errs...)
 }
 
@@ -188,6 +199,9 @@ type Overrides struct {
 	MaxPenalty      *float64  `json:"maxPenalty,omitempty"`
 	MassFraction    *float64  `json:"massFraction,omitempty"`
 	MassMin         *int      `json:"massMin,omitempty"`
+	// MassHoldMax and MassReleaseInterval override the mass guard's bound.
+	MassHoldMax         *Duration `json:"massHoldMax,omitempty"`
+	MassReleaseInterval *Duration `json:"massReleaseInterval,omitempty"`
 }
 
 // Apply returns c with every non-nil field of o replacing c's value.
@@ -217,6 +231,8 @@ func (o Overrides) Apply(c Config) Config {
 	if o.MassMin != nil {
 		c.MassMin = *o.MassMin
 	}
+	setD(&c.MassHoldMax, o.MassHoldMax)
+	setD(&c.MassReleaseInterval, o.MassReleaseInterval)
 	return c
 }
 
@@ -262,6 +278,12 @@ func (o Overrides) Merge(over Overrides) Overrides {
 	if over.MassMin != nil {
 		o.MassMin = over.MassMin
 	}
+	if over.MassHoldMax != nil {
+		o.MassHoldMax = over.MassHoldMax
+	}
+	if over.MassReleaseInterval != nil {
+		o.MassReleaseInterval = over.MassReleaseInterval
+	}
 	return o
 }
 
@@ -270,7 +292,7 @@ func (o Overrides) Merge(over Overrides) Overrides {
 var OverrideKeys = []string{
 	"probeInterval", "cordonAfter", "notReadyAfter", "readyAfter", "window",
 	"minAvailability", "penaltyPerFlap", "halfLife", "suppress", "reuse",
-	"maxPenalty", "massFraction", "massMin",
+	"maxPenalty", "massFraction", "massMin", "massHoldMax", "massReleaseInterval",
 }
 
 // ParseOverrides builds Overrides from string key/values whose keys are the
@@ -323,6 +345,10 @@ func ParseOverrides(kv map[string]string) (Overrides, error) {
 			dur(&o.Window)
 		case "halfLife":
 			dur(&o.HalfLife)
+		case "massHoldMax":
+			dur(&o.MassHoldMax)
+		case "massReleaseInterval":
+			dur(&o.MassReleaseInterval)
 		case "minAvailability":
 			num(&o.MinAvailability)
 		case "penaltyPerFlap":

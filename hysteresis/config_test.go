@@ -76,7 +76,7 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"probeInterval":"5s","cordonAfter":"10s","notReadyAfter":"1m30s","readyAfter":"30s","window":"10m0s","minAvailability":0.5,"penaltyPerFlap":1000,"halfLife":"10m0s","suppress":2000,"reuse":750,"maxPenalty":6000,"massFraction":0.55,"massMin":3}`
+	want := `{"probeInterval":"5s","cordonAfter":"10s","notReadyAfter":"1m30s","readyAfter":"30s","window":"10m0s","minAvailability":0.5,"penaltyPerFlap":1000,"halfLife":"10m0s","suppress":2000,"reuse":750,"maxPenalty":6000,"massFraction":0.55,"massMin":3,"massHoldMax":"5m0s","massReleaseInterval":"10s"}`
 	if string(b) != want {
 		t.Errorf("got %s\nwant %s", b, want)
 	}
@@ -160,6 +160,7 @@ func TestParseOverrides(t *testing.T) {
 		"probeInterval": "2s", "cordonAfter": "0s", "notReadyAfter": "120s", "readyAfter": "1m",
 		"window": "20m", "minAvailability": "0.5", "penaltyPerFlap": "500", "halfLife": "5m",
 		"suppress": "3000", "reuse": "1000", "maxPenalty": "9000", "massFraction": "0.7", "massMin": "5",
+		"massHoldMax": "15m", "massReleaseInterval": "0s",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +170,7 @@ func TestParseOverrides(t *testing.T) {
 		ProbeInterval: D(2 * time.Second), CordonAfter: D(0), NotReadyAfter: D(120 * time.Second),
 		ReadyAfter: D(time.Minute), Window: D(20 * time.Minute), MinAvailability: 0.5, PenaltyPerFlap: 500,
 		HalfLife: D(5 * time.Minute), Suppress: 3000, Reuse: 1000, MaxPenalty: 9000, MassFraction: 0.7, MassMin: 5,
+		MassHoldMax: D(15 * time.Minute), MassReleaseInterval: D(0),
 	}
 	if c != want {
 		t.Errorf("got %+v\nwant %+v", c, want)
@@ -210,6 +212,7 @@ func TestOverridesMerge(t *testing.T) {
 		"probeInterval": "2s", "cordonAfter": "0s", "notReadyAfter": "120s", "readyAfter": "1m",
 		"window": "20m", "minAvailability": "0.5", "penaltyPerFlap": "500", "halfLife": "5m",
 		"suppress": "3000", "reuse": "1000", "maxPenalty": "9000", "massFraction": "0.7", "massMin": "5",
+		"massHoldMax": "15m", "massReleaseInterval": "0s",
 	})
 	if (Overrides{}).Merge(all).Apply(DefaultConfig()) != all.Apply(DefaultConfig()) {
 		t.Error("Merge misses a field")

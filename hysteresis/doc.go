@@ -96,17 +96,31 @@
 //
 // # Mass-disconnect guard
 //
-// Modelled on kube-controller-manager's zone disruption modes. A cluster
+// Modelled on kube-controller-manager's zone disruption modes, which slow
+// evictions in a disrupted zone but do not stop them for ever. A cluster
 // counts as failing while its network/server probes fail and it is not yet
-// NotReady (clusters long NotReady do not count, so a few dead members cannot
-// keep the guard on forever). While at least massFraction of the fleet's
-// clusters and at least massMin clusters are failing, the problem is most
-// likely on leafsync's side, and no cluster moves to NotReady: it stays
-// Suspect (or Recovering), cordoned, with Reason MassDisconnect and
-// Status.Held set. Evidence keeps accruing, so a cluster still failing once
-// the guard lifts goes NotReady at its next failed probe. massFraction and
-// massMin are per-cluster thresholds like the others: each cluster is judged
-// with its own values against the fleet-wide count.
+// NotReady (or is NotReady only because the guard released it, see below;
+// other NotReady clusters do not count, so a few dead members cannot keep
+// the guard on). While at least massFraction of the fleet's clusters and at
+// least massMin clusters are failing, the problem is most likely on
+// leafsync's side, and a cluster that would go NotReady is held instead: it
+// stays Suspect (or Recovering), cordoned, with Reason MassDisconnect and
+// Status.Held set.
+//
+// The hold is bounded. A cluster held for massHoldMax of failure evidence
+// (Status.HeldFor; gaps count at most 1.5×probeInterval, like every other
+// streak) is released to NotReady, at most one cluster of the fleet per
+// massReleaseInterval (Status.Released). A released cluster keeps counting
+// as failing until it answers again, so the episode does not end after the
+// first release and the rest still go one at a time. So when most of a fleet
+// really dies, a dead cluster is NotReady within notReadyAfter + massHoldMax
+// + n×(massReleaseInterval + probeInterval) of the first failure, n being
+// its place in the release order (property-tested). If the guard lifts
+// (enough clusters answer again), a cluster still failing goes NotReady at
+// its next failed probe, its evidence having accrued meanwhile. massFraction,
+// massMin, massHoldMax and massReleaseInterval are per-cluster thresholds
+// like the others: each cluster is judged with its own values against the
+// fleet-wide count.
 //
 // # Defaults and why
 //
@@ -134,6 +148,15 @@
 //     the last flap (2000 → 750); maxPenalty 6000 bounds it to three half-lives (30m).
 //   - massFraction 0.55, massMin 3: kube-controller-manager's
 //     unhealthy-zone threshold (55%, and more than two nodes).
+//   - massHoldMax 5m: what the guard is for — leafsync's own egress, DNS or
+//     pod network failing — is typically fixed or failed over within a few
+//     minutes; holding longer would only delay the failover of a fleet that
+//     really lost most members (a region outage), which then starts after
+//     notReadyAfter + 5m = 6.5m plus the pods' tolerations.
+//   - massReleaseInterval 10s: kube-controller-manager's default eviction
+//     rate (--node-eviction-rate 0.1 nodes/s). Releasing one member at a
+//     time gives people watching the alert a chance to stop a fleet-wide
+//     eviction caused by leafsync's side; 60 of 100 members take 10m more.
 //
 // # Snapshots
 //

@@ -62,9 +62,14 @@ type cluster struct {
 	damped    bool
 
 	held     bool
-	cordoned bool
-	reason   string
-	detail   string
+	heldFor  time.Duration // failure evidence while held
+	released bool          // NotReady by the guard's release after massHoldMax
+	// releasedAt is when the guard last released this cluster; the fleet's
+	// release rate reads the latest of them (so it lives in snapshots).
+	releasedAt time.Time
+	cordoned   bool
+	reason     string
+	detail     string
 
 	counted  bool // counted in Fleet.failing
 	slots    [windowBuckets]slot
@@ -203,6 +208,8 @@ func (c *cluster) status() Status {
 		Penalty:      c.penalty,
 		Damped:       c.damped,
 		Held:         c.held,
+		HeldFor:      c.heldFor,
+		Released:     c.released,
 	}
 }
 
@@ -268,7 +275,7 @@ func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (St
 		} else {
 			c.okFor = 0
 		}
-		c.failFor, c.hardFor, c.hardActive = 0, 0, false
+		c.failFor, c.hardFor, c.hardActive, c.heldFor = 0, 0, false, 0
 		c.lastClass, c.lastDetail = 0, ""
 	case hard, soft:
 		if prev == hard || prev == soft {
@@ -280,6 +287,9 @@ func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (St
 			if prev == hard {
 				c.hardFor += credit
 				c.addWindow(t, 0, credit)
+				if c.held {
+					c.heldFor += credit
+				}
 			}
 			if !c.hardActive {
 				c.hardActive, c.hardFor = true, 0
@@ -303,6 +313,10 @@ func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (St
 		case to == Ready:
 			c.outageSince = time.Time{}
 		}
+		if to != NotReady {
+			c.released = false
+		}
+		c.heldFor = 0
 		f.recount(c)
 		c.derive()
 		buf[n] = Transition{Time: t, Cluster: c.name, From: from, To: to, Cordoned: c.cordoned, Reason: c.reason}
@@ -331,7 +345,7 @@ func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (St
 			step(Ready)
 		case out == hard:
 			// A relapse: the outage clock (OutageSince) is not reset.
-			if f.guarded(c) {
+			if f.holds(c, t) {
 				c.held = true
 			} else {
 				c.cause = classReason(o.Class)
@@ -348,7 +362,7 @@ func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (St
 			cause = ReasonLowAvailability
 		}
 		if cause != "" {
-			if f.guarded(c) {
+			if f.holds(c, t) {
 				c.held = true
 			} else {
 				c.cause = cause
@@ -426,10 +440,12 @@ func (c *cluster) derive() {
 
 // recount keeps Fleet.failing in step with c: a cluster counts as failing
 // for the mass guard while network/server probes fail and it is not (yet)
-// NotReady. Clusters long NotReady do not count, so a few dead clusters
-// cannot hold the guard on forever.
+// NotReady, or is NotReady only because the guard released it (so one
+// release does not end the episode and let every other held cluster go at
+// once). Other NotReady clusters do not count, so a few dead clusters
+// cannot hold the guard on.
 func (f *Fleet) recount(c *cluster) {
-	want := c.hardActive && c.state != NotReady
+	want := c.hardActive && (c.state != NotReady || c.released)
 	if want != c.counted {
 		c.counted = want
 		if want {
@@ -440,9 +456,38 @@ func (f *Fleet) recount(c *cluster) {
 	}
 }
 
-// guarded reports whether the mass-disconnect guard, with c's thresholds,
-// holds: at least massMin clusters and at least massFraction of the fleet
-// are failing.
+// holds reports whether the mass-disconnect guard keeps c out of NotReady
+// at t: it is guarded, and either it has not been held for massHoldMax yet,
+// or another cluster was released less than massReleaseInterval ago. When
+// it lets go, c is marked released (the caller moves it to NotReady).
+func (f *Fleet) holds(c *cluster, t time.Time) bool {
+	if !f.guarded(c) {
+		return false
+	}
+	if c.heldFor < c.cfg.MassHoldMax.Duration {
+		return true
+	}
+	if last := f.lastRelease(); !last.IsZero() && t.Sub(last) < c.cfg.MassReleaseInterval.Duration {
+		return true
+	}
+	c.released, c.releasedAt = true, t
+	return false
+}
+
+// lastRelease is the latest time the guard let go of any cluster.
+func (f *Fleet) lastRelease() time.Time {
+	var last time.Time
+	for _, c := range f.clusters {
+		if c.releasedAt.After(last) {
+			last = c.releasedAt
+		}
+	}
+	return last
+}
+
+// guarded reports whether the mass-disconnect condition, with c's
+// thresholds, holds: at least massMin clusters and at least massFraction of
+// the fleet are failing.
 func (f *Fleet) guarded(c *cluster) bool {
 	n := f.failing
 	return n >= c.cfg.MassMin && float64(n) >= c.cfg.MassFraction*float64(len(f.clusters))-1e-9

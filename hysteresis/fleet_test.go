@@ -241,7 +241,9 @@ func TestMassDisconnectGuard(t *testing.T) {
 		return st
 	}
 	t.Run("three of five failing are held", func(t *testing.T) {
-		f := newFleet(t, DefaultConfig(), names...)
+		cfg := DefaultConfig()
+		cfg.MassHoldMax = D(time.Hour)
+		f := newFleet(t, cfg, names...)
 		st := outage(f, []string{"a", "b", "c"}, 0, 10*time.Minute)
 		for _, n := range []string{"a", "b", "c"} {
 			if st[n].State != Suspect || !st[n].Held || !st[n].Cordoned || st[n].Reason != ReasonMassDisconnect {
@@ -253,6 +255,42 @@ func TestMassDisconnectGuard(t *testing.T) {
 		st = outage(f, []string{"a"}, 10*time.Minute+s5, 10*time.Minute+2*s5)
 		if st["a"].State != NotReady || st["a"].Held || st["b"].State != Ready {
 			t.Errorf("after: a %+v b %+v", st["a"], st["b"])
+		}
+	})
+	t.Run("held for massHoldMax, then released one per massReleaseInterval", func(t *testing.T) {
+		// Defaults: notReadyAfter 90s, massHoldMax 5m, massReleaseInterval
+		// 10s, probes every 5s. Before this bound the guard held dead
+		// members Ready for ever.
+		f := newFleet(t, DefaultConfig(), names...)
+		down := []string{"a", "b", "c"}
+		notReadyAt := map[string]time.Duration{}
+		for at := time.Duration(0); at <= 10*time.Minute; at += s5 {
+			st := outage(f, down, at, at)
+			for _, n := range down {
+				if _, seen := notReadyAt[n]; !seen && st[n].State == NotReady {
+					notReadyAt[n] = at
+					if !st[n].Released || st[n].Held {
+						t.Errorf("%s at %v: %+v", n, at, st[n])
+					}
+				}
+			}
+		}
+		// The first hold starts at 90s (notReadyAfter); 5m of held
+		// evidence later, at 6m30s, the first goes; the others follow
+		// 10s apart.
+		want := map[string]time.Duration{"a": 6*time.Minute + sec(30), "b": 6*time.Minute + sec(40), "c": 6*time.Minute + sec(50)}
+		for n, w := range want {
+			if notReadyAt[n] != w {
+				t.Errorf("%s NotReady at %v, want %v (all: %v)", n, notReadyAt[n], w, notReadyAt)
+			}
+		}
+		// A healed member recovers; the guard episode ends for it.
+		st := outage(f, []string{"a", "c"}, 10*time.Minute+s5, 10*time.Minute+sec(40))
+		if st["b"].State != Ready || st["b"].Released {
+			t.Errorf("healed b: %+v", st["b"])
+		}
+		if st["a"].State != NotReady || st["c"].State != NotReady {
+			t.Errorf("a %+v c %+v", st["a"], st["c"])
 		}
 	})
 	t.Run("two of five failing are not held", func(t *testing.T) {

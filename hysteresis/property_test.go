@@ -41,6 +41,8 @@ func genConfig(t *rapid.T) Config {
 	c.MaxPenalty = c.Suppress + float64(rapid.IntRange(1, 10000).Draw(t, "maxPenalty-suppress"))
 	c.MassFraction = rapid.SampledFrom([]float64{0.1, 0.3, 0.55, 1}).Draw(t, "massFraction")
 	c.MassMin = rapid.IntRange(2, 4).Draw(t, "massMin")
+	c.MassHoldMax = D(s(1, 600, "massHoldMax"))
+	c.MassReleaseInterval = D(s(0, 60, "massReleaseInterval"))
 	if err := c.Validate(); err != nil {
 		t.Fatalf("generated invalid config: %v", err)
 	}
@@ -401,26 +403,32 @@ func TestPropDampingNeverNotReady(t *testing.T) {
 }
 
 // While at least massFraction of the clusters and at least massMin are
-// failing, no cluster moves to NotReady. Checked against an independent
-// count over the trace.
+// failing, a cluster moves to NotReady only when the guard releases it:
+// after massHoldMax of failure evidence while held, and at least
+// massReleaseInterval after the previous release. Checked against an
+// independent count over the trace.
 func TestPropMassGuard(t *testing.T) {
-	held := 0
+	held, releases := 0, 0
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := genConfig(t)
 		cl := genClusters(t, 2, 8)
 		trace := genTrace(t, cfg, cl, t0, 300)
 		f := newPropFleet(t, cfg, cl)
 		hardRun := map[string]bool{}
+		released := map[string]bool{}
 		state := map[string]State{}
+		heldFor := map[string]time.Duration{}
+		var lastRelease time.Time
 		for i, e := range trace {
 			if e.obs.OK {
 				hardRun[e.cluster] = false
+				released[e.cluster] = false
 			} else if e.obs.Class.counts() {
 				hardRun[e.cluster] = true
 			}
 			failing := 0
 			for _, c := range cl {
-				if hardRun[c] && state[c] != NotReady {
+				if hardRun[c] && (state[c] != NotReady || released[c]) {
 					failing++
 				}
 			}
@@ -430,8 +438,25 @@ func TestPropMassGuard(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, tr := range trs {
-				if tr.To == NotReady && tr.From != NotReady && mass {
-					t.Fatalf("event %d: %s %s->NotReady during a mass disconnect (%d of %d failing)", i, e.cluster, tr.From, failing, len(cl))
+				if tr.To != NotReady || tr.From == NotReady {
+					continue
+				}
+				released[e.cluster] = mass
+				if !mass {
+					continue
+				}
+				releases++
+				if heldFor[e.cluster]+cfg.ProbeInterval.Duration*3/2 < cfg.MassHoldMax.Duration {
+					t.Fatalf("event %d: %s %s->NotReady during a mass disconnect (%d of %d failing) after %v held, massHoldMax %v",
+						i, e.cluster, tr.From, failing, len(cl), heldFor[e.cluster], cfg.MassHoldMax)
+				}
+				if !lastRelease.IsZero() && e.obs.Time.Sub(lastRelease) < cfg.MassReleaseInterval.Duration {
+					t.Fatalf("event %d: %s released %v after the previous release, massReleaseInterval %v",
+						i, e.cluster, e.obs.Time.Sub(lastRelease), cfg.MassReleaseInterval)
+				}
+				lastRelease = e.obs.Time
+				if !st.Released {
+					t.Fatalf("event %d: released by the guard but Status.Released is false", i)
 				}
 			}
 			if st.Held {
@@ -440,16 +465,20 @@ func TestPropMassGuard(t *testing.T) {
 					t.Fatalf("event %d: held without a mass disconnect", i)
 				}
 			}
+			heldFor[e.cluster] = st.HeldFor
 			state[e.cluster] = st.State
 		}
 	})
-	if held == 0 {
-		t.Error("the generator never exercised the guard")
+	if held == 0 || releases == 0 {
+		t.Errorf("the generator did not exercise the guard: %d held, %d released", held, releases)
 	}
 }
 
-// Scenario: enough clusters fail together and keep failing; none of them
-// becomes NotReady however long it lasts, whatever the others do.
+// Scenario: enough clusters fail together and keep failing. None becomes
+// NotReady before notReadyAfter + massHoldMax; then they go NotReady one at a
+// time, at least massReleaseInterval apart, and all of them within
+// notReadyAfter + massHoldMax + n×(massReleaseInterval + probeInterval) +
+// probeInterval of the first failure, whatever the other clusters do.
 func TestPropMassDisconnectScenario(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := genConfig(t)
@@ -461,29 +490,45 @@ func TestPropMassDisconnectScenario(t *testing.T) {
 		down := cl[:rapid.IntRange(need, len(cl)).Draw(t, "down")]
 		others := genTrace(t, cfg, cl[len(down):], t0, 200)
 		f := newPropFleet(t, cfg, cl)
+		pi := cfg.ProbeInterval.Duration
+		earliest := t0.Add(cfg.NotReadyAfter.Duration + cfg.MassHoldMax.Duration)
+		deadline := earliest.Add(time.Duration(len(down))*(cfg.MassReleaseInterval.Duration+pi) + pi)
+		var releases []time.Time
+		notReady := map[string]bool{}
 		at := t0
-		for _, e := range others {
-			for ; !at.After(e.obs.Time); at = at.Add(cfg.ProbeInterval.Duration) {
-				for _, c := range down {
-					st, _, err := f.Observe(c, Observation{Time: at, Class: ClassNetwork})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if st.State == NotReady {
-						t.Fatalf("%s NotReady during a mass disconnect", c)
-					}
+		probeDown := func() {
+			for _, c := range down {
+				st, _, err := f.Observe(c, Observation{Time: at, Class: ClassNetwork})
+				if err != nil {
+					t.Fatal(err)
 				}
+				if st.State == NotReady && !notReady[c] {
+					if at.Before(earliest) {
+						t.Fatalf("%s NotReady %v into a mass disconnect (notReadyAfter %v + massHoldMax %v)",
+							c, at.Sub(t0), cfg.NotReadyAfter, cfg.MassHoldMax)
+					}
+					if n := len(releases); n > 0 && at.Sub(releases[n-1]) < cfg.MassReleaseInterval.Duration {
+						t.Fatalf("%s released %v after the previous one (massReleaseInterval %v)", c, at.Sub(releases[n-1]), cfg.MassReleaseInterval)
+					}
+					notReady[c] = true
+					releases = append(releases, at)
+				}
+			}
+		}
+		for _, e := range others {
+			for ; !at.After(e.obs.Time); at = at.Add(pi) {
+				probeDown()
 			}
 			if _, _, err := f.Observe(e.cluster, e.obs); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for end := at.Add(2 * cfg.NotReadyAfter.Duration); !at.After(end); at = at.Add(cfg.ProbeInterval.Duration) {
-			for _, c := range down {
-				if st, _, err := f.Observe(c, Observation{Time: at, Class: ClassServer}); err != nil || st.State == NotReady {
-					t.Fatalf("%s: %s %v during a mass disconnect", c, st.State, err)
-				}
-			}
+		for ; !at.After(deadline); at = at.Add(pi) {
+			probeDown()
+		}
+		if len(notReady) != len(down) {
+			t.Fatalf("%d of %d dead clusters NotReady %v after the mass disconnect began (bound %v)",
+				len(notReady), len(down), at.Sub(t0), deadline.Sub(t0))
 		}
 	})
 }

@@ -35,10 +35,13 @@ type clusterSnapshot struct {
 	PenaltyAt time.Time `json:"penaltyAt,omitzero"`
 	Damped    bool      `json:"damped"`
 
-	Held     bool   `json:"held"`
-	Cordoned bool   `json:"cordoned"`
-	Reason   string `json:"reason,omitempty"`
-	Detail   string `json:"detail,omitempty"`
+	Held       bool      `json:"held"`
+	HeldFor    Duration  `json:"heldFor,omitzero"`
+	Released   bool      `json:"released,omitempty"`
+	ReleasedAt time.Time `json:"releasedAt,omitzero"`
+	Cordoned   bool      `json:"cordoned"`
+	Reason     string    `json:"reason,omitempty"`
+	Detail     string    `json:"detail,omitempty"`
 
 	Window   windowSnapshot   `json:"window"`
 	Counters countersSnapshot `json:"counters"`
@@ -93,6 +96,9 @@ func (c *cluster) snapshot() clusterSnapshot {
 		PenaltyAt:   c.penaltyAt,
 		Damped:      c.damped,
 		Held:        c.held,
+		HeldFor:     D(c.heldFor),
+		Released:    c.released,
+		ReleasedAt:  c.releasedAt,
 		Cordoned:    c.cordoned,
 		Reason:      c.reason,
 		Detail:      c.detail,
@@ -147,7 +153,7 @@ func (s *clusterSnapshot) check() error {
 	if int(s.State) >= NumStates {
 		return bad("cluster %q: invalid state", s.Cluster)
 	}
-	if s.FailFor.Duration < 0 || s.HardFor.Duration < 0 || s.OKFor.Duration < 0 {
+	if s.FailFor.Duration < 0 || s.HardFor.Duration < 0 || s.OKFor.Duration < 0 || s.HeldFor.Duration < 0 {
 		return bad("cluster %q: negative streak", s.Cluster)
 	}
 	if math.IsNaN(s.Penalty) || math.IsInf(s.Penalty, 0) || s.Penalty < 0 {
@@ -202,6 +208,7 @@ func (c *cluster) restore(s *clusterSnapshot) {
 	c.failFor, c.hardActive, c.hardFor, c.okFor, c.cause = s.FailFor.Duration, s.HardActive, s.HardFor.Duration, s.OKFor.Duration, s.Cause
 	c.penalty, c.penaltyAt, c.damped = s.Penalty, norm0(s.PenaltyAt), s.Damped
 	c.held, c.cordoned, c.reason, c.detail = s.Held, s.Cordoned, s.Reason, s.Detail
+	c.heldFor, c.released, c.releasedAt = s.HeldFor.Duration, s.Released, norm0(s.ReleasedAt)
 	if int64(s.Window.Width.Duration) == width {
 		for _, b := range s.Window.Buckets {
 			sl := &c.slots[((b.Epoch%windowBuckets)+windowBuckets)%windowBuckets]

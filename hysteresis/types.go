@@ -198,6 +198,12 @@ type Status struct {
 	Damped bool
 	// Held: the mass-disconnect guard is keeping the cluster out of NotReady.
 	Held bool
+	// HeldFor is the failure evidence gathered while held; at massHoldMax
+	// the guard lets go of the cluster (at the fleet's release rate).
+	HeldFor time.Duration
+	// Released: the cluster is NotReady because the guard let go of it
+	// after massHoldMax, during a mass disconnect.
+	Released bool
 }
 
 // Transition is one change of a cluster's decision. From == To when only

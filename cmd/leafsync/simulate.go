@@ -37,6 +37,8 @@ var simThresholdFlags = []struct{ flag, key, usage string }{
 	{"max-penalty", "maxPenalty", "cap on the flap-damping penalty"},
 	{"mass-fraction", "massFraction", "mass-disconnect guard: fraction of clusters failing at once"},
 	{"mass-min", "massMin", "mass-disconnect guard: minimum number of clusters failing at once"},
+	{"mass-hold-max", "massHoldMax", "mass-disconnect guard: hold a failing cluster out of NotReady for at most this long"},
+	{"mass-release-interval", "massReleaseInterval", "mass-disconnect guard: after the hold, at most one cluster goes NotReady per interval"},
 }
 
 type simulateOptions struct {
@@ -67,6 +69,8 @@ when only "cordoned" changed), then one summary line per cluster, by name:
   {"t":"…","cluster":"eu-1","from":"Ready","to":"Suspect","cordoned":false,"reason":"NetworkFailure"}
   {"cluster":"eu-1","summary":true,"flapsSuppressed":3,"notReadyTransitions":1,"notReadySeconds":412.5,"cordonedSeconds":500,"maxPenalty":2875.3}
 
+notReadyTransitions counts the times the leaf went from Ready to NotReady (a
+relapse while Recovering is not one: the leaf was not Ready already);
 notReadySeconds is the time the leaf was not Ready (states NotReady and
 Recovering) and cordonedSeconds the time it was cordoned, both up to the
 cluster's last probe; maxPenalty is the highest flap-damping penalty reached.
@@ -102,6 +106,10 @@ which override the file everywhere, per-cluster entries included.`,
 			fs.Duration(f.flag, d.Window.Duration, f.usage)
 		case "halfLife":
 			fs.Duration(f.flag, d.HalfLife.Duration, f.usage)
+		case "massHoldMax":
+			fs.Duration(f.flag, d.MassHoldMax.Duration, f.usage)
+		case "massReleaseInterval":
+			fs.Duration(f.flag, d.MassReleaseInterval.Duration, f.usage)
 		case "minAvailability":
 			fs.Float64(f.flag, d.MinAvailability, f.usage)
 		case "penaltyPerFlap":
@@ -309,10 +317,10 @@ func simulate(fc hysteresis.FleetConfig, probes []simProbe, out *simOutput) erro
 			CordonedSeconds: k.Cordoned.Seconds(),
 			MaxPenalty:      math.Round(k.MaxPenalty*10) / 10,
 		}
-		for from := range hysteresis.State(hysteresis.NumStates) {
-			if from != hysteresis.NotReady {
-				s.NotReadyTransitions += k.Transitions[from][hysteresis.NotReady]
-			}
+		// Flips of the leaf: from a Ready leaf (Ready, Suspect) to NotReady.
+		// Recovering -> NotReady is a relapse of a leaf already not Ready.
+		for _, from := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect} {
+			s.NotReadyTransitions += k.Transitions[from][hysteresis.NotReady]
 		}
 		out.summary(s)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leafsync/leafsync/hysteresis"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/simulate/*.golden")
@@ -45,9 +47,12 @@ func TestSimulateGolden(t *testing.T) {
 		{golden: "outage_config", trace: "outage_recovers", args: []string{"--config", filepath.Join(dir, "config.yaml")}},
 		// ...and a flag overrides it.
 		{golden: "outage_config_flag", trace: "outage_recovers", args: []string{"--config", filepath.Join(dir, "config.yaml"), "--not-ready-after", "3m"}},
-		// 3 of 4 clusters down together: held (MassDisconnect), never NotReady;
-		// eu-3 alone stays down afterwards and goes NotReady.
+		// 3 of 4 clusters down together: held (MassDisconnect) for less than
+		// massHoldMax, so never NotReady; eu-3 alone stays down afterwards
+		// and goes NotReady.
 		{golden: "mass_disconnect", trace: "mass_disconnect"},
+		// The same with a 30s hold: released one by one, 20s apart.
+		{golden: "mass_disconnect_released", trace: "mass_disconnect", args: []string{"--mass-hold-max", "30s", "--mass-release-interval", "20s"}},
 		// 401s cordon but never make the leaf NotReady.
 		{golden: "auth_failure", trace: "auth_failure"},
 		// Unknown class on line 3: an error naming the line, no output.
@@ -150,7 +155,7 @@ func TestSimulateEveryThresholdHasAFlag(t *testing.T) {
 			t.Errorf("no flag --%s", f.flag)
 		}
 	}
-	if len(simThresholdFlags) != 13 {
-		t.Errorf("%d threshold flags, want 13", len(simThresholdFlags))
+	if len(simThresholdFlags) != len(hysteresis.OverrideKeys) {
+		t.Errorf("%d threshold flags, want %d", len(simThresholdFlags), len(hysteresis.OverrideKeys))
 	}
 }

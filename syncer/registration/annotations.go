@@ -42,19 +42,21 @@ const (
 // case, without prefix) to the lowerCamel name hysteresis.ParseOverrides
 // understands.
 var ThresholdAnnotations = map[string]string{
-	"probe-interval":   "probeInterval",
-	"cordon-after":     "cordonAfter",
-	"not-ready-after":  "notReadyAfter",
-	"ready-after":      "readyAfter",
-	"window":           "window",
-	"min-availability": "minAvailability",
-	"penalty-per-flap": "penaltyPerFlap",
-	"half-life":        "halfLife",
-	"suppress":         "suppress",
-	"reuse":            "reuse",
-	"max-penalty":      "maxPenalty",
-	"mass-fraction":    "massFraction",
-	"mass-min":         "massMin",
+	"probe-interval":        "probeInterval",
+	"cordon-after":          "cordonAfter",
+	"not-ready-after":       "notReadyAfter",
+	"ready-after":           "readyAfter",
+	"window":                "window",
+	"min-availability":      "minAvailability",
+	"penalty-per-flap":      "penaltyPerFlap",
+	"half-life":             "halfLife",
+	"suppress":              "suppress",
+	"reuse":                 "reuse",
+	"max-penalty":           "maxPenalty",
+	"mass-fraction":         "massFraction",
+	"mass-min":              "massMin",
+	"mass-hold-max":         "massHoldMax",
+	"mass-release-interval": "massReleaseInterval",
 }
 
 // Annotation describes an option annotation that another component owns
