@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -36,11 +37,32 @@ func (x *execution) run(ctx context.Context, plan Plan) error {
 	for _, a := range plan.Actions {
 		hp := x.hp
 		if err := x.do(ctx, a); err != nil {
+			x.memberWriteFailed(ctx, a, err)
 			return fmt.Errorf("%s: %w", a.Type, err)
 		}
 		x.count(a, hp)
 	}
 	return nil
+}
+
+// memberWriteFailures name the Event a failed member write leaves on the
+// host pod. The member's answer (its admission refusing the pod, a quota)
+// is pod sync's business, retried with backoff; it is never readiness
+// evidence.
+var memberWriteFailures = map[ActionType]string{
+	CreateMember: "MemberCreateFailed",
+	DeleteMember: "MemberDeleteFailed",
+	Adopt:        "MemberAdoptFailed",
+}
+
+func (x *execution) memberWriteFailed(ctx context.Context, a Action, err error) {
+	reason, ok := memberWriteFailures[a.Type]
+	var rq requeueError
+	if !ok || x.hp == nil || ctx.Err() != nil || errors.As(err, &rq) {
+		return
+	}
+	x.event(Action{Type: Event, Warning: true, Reason: reason,
+		Message: fmt.Sprintf("member %s: %v (retrying with backoff)", x.key.Cluster, err)})
 }
 
 // count records what a carried-out action did with a host deletion

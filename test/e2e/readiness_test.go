@@ -1,0 +1,126 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+// failPodCreates installs, in cluster c, a validating webhook for pod
+// creates in namespace ns whose endpoint is down, with failurePolicy Fail:
+// the member's API server answers every such create with HTTP 500 ("failed
+// calling webhook"), while /readyz and every other call stay healthy.
+func failPodCreates(t *testing.T, c *harness.Cluster, ns string) {
+	t.Helper()
+	url := "https://127.0.0.1:1/validate" // nothing listens on port 1
+	none := admissionregistrationv1.SideEffectClassNone
+	fail := admissionregistrationv1.Fail
+	wh := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "broken-pod-policy"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "pods.broken.example.com",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](1),
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				"kubernetes.io/metadata.name": ns,
+			}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+				},
+			}},
+		}},
+	}
+	if _, err := c.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), wh, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMemberAdmissionErrorsAreNotOutages: a member whose own admission
+// webhook fails every pod create (HTTP 500) while 20 pods are placed on its
+// leaf is healthy: its /readyz answers. Probes every 3s (an annotation), so
+// several refused creates fall between two probes, as with production's 5s. For twice notReadyAfter the leaf is
+// Ready and uncordoned in every watched version, the member's circuit
+// breaker never opens, and the host pods carry the create error as Events.
+// (Before the probe had its own path, the 500s opened the shared breaker,
+// the breaker refused the probes, and the healthy leaf was cordoned, then
+// NotReady.)
+func TestMemberAdmissionErrorsAreNotOutages(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	member := f.members["member-a"]
+	hc, mc := f.host.Client(), member.Client()
+	ctx := context.Background()
+	ls := f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", map[string]string{"leafsync.io/probe-interval": "3s"})
+	const leaf = "leaf-member-a"
+	f.waitLeafReady(t, leaf, time.Minute)
+	if err := member.EnsureNamespace(ctx, appsNS); err != nil {
+		t.Fatal(err)
+	}
+	failPodCreates(t, member.Cluster, appsNS)
+
+	rec := recordNode(t, f.host, leaf)
+	start := time.Now()
+	f.createWorkloads(t, []harness.LeafWorkload{leafWorkload("web", 20, leaf)}, nil)
+
+	time.Sleep(time.Until(start.Add(2 * notReadyAfter)))
+	obs := rec.observations(t)
+
+	if pods, err := mc.CoreV1().Pods(appsNS).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Fatalf("member pods in %s: %d (%v): the webhook should refuse every create", appsNS, len(pods.Items), err)
+	}
+	for _, o := range obs {
+		if o.ready != corev1.ConditionTrue {
+			t.Errorf("%s after the pods were placed: leaf Ready=%s", o.at.Sub(start).Round(time.Millisecond), o.ready)
+		}
+		if hasTaint(o.node, leafnode.TaintUnreachable, corev1.TaintEffectNoSchedule) {
+			t.Errorf("%s after the pods were placed: leaf cordoned", o.at.Sub(start).Round(time.Millisecond))
+		}
+	}
+	t.Logf("%d versions of the leaf watched over %s of refused creates", len(obs), time.Since(start).Round(time.Second))
+	m := scrape(t, ls)
+	state, ok := m[`leafsync_breaker_state{cluster="member-a"}`]
+	if !ok || state != 0 {
+		t.Errorf("breaker state %v (present %v), want 0 (closed)", state, ok)
+	}
+	if opened := m[`leafsync_breaker_transitions_total{cluster="member-a",to="open"}`]; opened != 0 {
+		t.Errorf("breaker opened %v times on the member's own 500s", opened)
+	}
+	if failed := m[`leafsync_probe_results_total{cluster="member-a",result="server"}`] + m[`leafsync_probe_results_total{cluster="member-a",result="network"}`]; failed != 0 {
+		t.Errorf("%v failed probes of a healthy member", failed)
+	}
+
+	// The fault is real: the member refuses the creates.
+	harness.Eventually(t, 10*time.Second, "MemberCreateFailed Events on the host pods", func() error {
+		evs, err := hc.EventsV1().Events(appsNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		pods := map[string]bool{}
+		for _, ev := range evs.Items {
+			if ev.Reason == "MemberCreateFailed" && ev.Regarding.Kind == "Pod" && strings.Contains(ev.Note, "failed calling webhook") {
+				pods[ev.Regarding.Name] = true
+			}
+		}
+		if len(pods) < 8 {
+			return fmt.Errorf("%d host pods with a MemberCreateFailed Event naming the webhook", len(pods))
+		}
+		return nil
+	})
+}
