@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -21,9 +22,17 @@ import (
 // KCM's taints), and its status fields (a strategic-merge patch keyed by
 // condition type). It writes only when something differs, or when a
 // condition heartbeat is due.
+//
+// While the leaf is not Ready, the Ready condition is written once (False,
+// with why); once it is not True — leafsync's False, or KCM's Unknown after
+// the Lease lapsed — KCM owns the conditions until the leaf is Ready again:
+// writing them back would undo KCM's Unknown every monitor period.
 type Writer struct {
 	Client kubernetes.Interface
-	Name   string
+	// Nodes reads the leaf from an informer cache (nil: a GET per Sync).
+	// A stale read costs at most a conflict and a re-read.
+	Nodes corelisters.NodeLister
+	Name  string
 	// HeartbeatEvery refreshes the conditions' lastHeartbeatTime even when
 	// nothing changed (the Lease is the real heartbeat; this is for people).
 	HeartbeatEvery time.Duration
@@ -37,7 +46,7 @@ type Writer struct {
 // Sync creates the leaf if missing and brings it to the desired state.
 func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	now := w.now()
-	node, err := w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+	node, err := w.get(ctx)
 	if apierrors.IsNotFound(err) {
 		if d.Capacity == nil {
 			// A member never seen yet gets no leaf: an empty, Ready node
@@ -51,6 +60,9 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	}
 	if err := w.syncMeta(ctx, node, d); err != nil {
 		return err
+	}
+	if !d.Ready && readySettled(node) {
+		d.Conditions = nil // KCM owns them while the leaf is not Ready
 	}
 	heartbeatDue := d.Ready && now.Sub(w.lastHeartbeat) >= w.HeartbeatEvery
 	if !heartbeatDue && statusMatches(node, d) {
@@ -66,6 +78,23 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 		w.lastHeartbeat = now
 	}
 	return nil
+}
+
+func (w *Writer) get(ctx context.Context) (*corev1.Node, error) {
+	if w.Nodes != nil {
+		n, err := w.Nodes.Get(w.Name)
+		if err != nil {
+			return nil, err
+		}
+		return n.DeepCopy(), nil
+	}
+	return w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+}
+
+// readySettled: the leaf's Ready condition exists and is not True.
+func readySettled(node *corev1.Node) bool {
+	c := findCondition(node.Status.Conditions, corev1.NodeReady)
+	return c != nil && c.Status != corev1.ConditionTrue
 }
 
 func (w *Writer) now() time.Time {
@@ -106,6 +135,9 @@ func (w *Writer) syncMeta(ctx context.Context, node *corev1.Node, d Desired) err
 			}
 		}
 		node = nil // on conflict, read again
+		if metaMatches(cur, d) {
+			return nil // a stale read: the fresh Node is already right
+		}
 		upd := cur.DeepCopy()
 		if upd.Labels == nil {
 			upd.Labels = map[string]string{}
@@ -209,7 +241,10 @@ func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, 
 		}
 		conds = append(conds, c)
 	}
-	status := map[string]any{"conditions": conds}
+	status := map[string]any{}
+	if len(conds) > 0 {
+		status["conditions"] = conds
+	}
 	if d.Capacity != nil {
 		status["nodeInfo"] = map[string]string{
 			"kubeletVersion":          d.NodeInfo.KubeletVersion,

@@ -81,3 +81,73 @@ func hasTaintKey(n *corev1.Node, key string) bool {
 	}
 	return false
 }
+
+// A leaf that is not Ready is written once (Ready=False, with why); when
+// KCM then marks it Unknown (the Lease lapsed), leafsync leaves the
+// conditions to KCM instead of writing False back every monitor period.
+func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &Writer{Client: client, Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
+		t.Fatal(err)
+	}
+	down := desired(hysteresis.Status{State: hysteresis.NotReady, Cordoned: true, Reason: hysteresis.ReasonNetworkFailure})
+	if err := w.Sync(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonMemberUnreachable {
+		t.Fatalf("Ready condition after NotReady: %+v", c)
+	}
+	// KCM: the Lease lapsed, every condition Unknown.
+	for i := range n.Status.Conditions {
+		n.Status.Conditions[i].Status = corev1.ConditionUnknown
+		n.Status.Conditions[i].Reason = "NodeStatusUnknown"
+		n.Status.Conditions[i].Message = "Kubelet stopped posting node status."
+	}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	statusWrites := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() != "get" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	before, beforeStatus := w.Writes, statusWrites()
+	notReady := desired(hysteresis.Status{State: hysteresis.NotReady, Cordoned: true, Reason: hysteresis.ReasonNetworkFailure})
+	for i := 0; i < 10; i++ {
+		now = now.Add(5 * time.Second)
+		if err := w.Sync(ctx, notReady); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Writes != before {
+		t.Fatalf("%d writes to a leaf KCM marked Unknown while it stayed NotReady", w.Writes-before)
+	}
+	// Recovering changes the cordon taint's value (one spec write), and
+	// still leaves the conditions to KCM.
+	if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Recovering, Cordoned: true, Reason: hysteresis.ReasonRecovering})); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writes != before+1 || statusWrites() != beforeStatus {
+		t.Fatalf("Recovering: %d writes, %d status writes; want 1 taint write", w.Writes-before, statusWrites()-beforeStatus)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionUnknown {
+		t.Fatalf("leafsync overwrote KCM's Unknown: %+v", c)
+	}
+	// Ready again: leafsync writes Ready=True with a fresh heartbeat.
+	if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(now) {
+		t.Fatalf("Ready condition after recovery: %+v", c)
+	}
+}

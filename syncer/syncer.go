@@ -97,8 +97,11 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 }
 
 // setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.
-// It has its own host client, so that heartbeats never queue behind other
-// controllers' requests in a shared rate limiter.
+// Leaf Node writes have a host client of their own, and Lease renewals
+// another, without a client-side rate limit: renewals are bounded by
+// themselves (one per leaf per renew interval, retries within it), so a
+// limiter could only make them queue — behind each other, or behind Node
+// writes when many members churn pods.
 func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet) error {
 	hostCfg := rest.CopyConfig(mgr.GetConfig())
 	hostCfg.QPS, hostCfg.Burst = 50, 100
@@ -106,9 +109,16 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 	if err != nil {
 		return fmt.Errorf("host client for leaves: %w", err)
 	}
+	leaseCfg := rest.CopyConfig(mgr.GetConfig())
+	leaseCfg.QPS = -1 // no client-side rate limiter
+	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+	if err != nil {
+		return fmt.Errorf("host client for leases: %w", err)
+	}
 	l := cfg.Leaves
 	return mgr.Add(leaves.New(leaves.Options{
 		Host:               host,
+		Leases:             leaseClient,
 		Registry:           reg,
 		Thresholds:         fleet,
 		LeafTaint:          l.LeafTaint,

@@ -13,8 +13,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -49,7 +52,12 @@ func init() {
 
 // Options configure the controller.
 type Options struct {
-	Host     kubernetes.Interface
+	// Host writes leaf Nodes (and watches them: the writer reads from that
+	// cache, not with a GET per sync).
+	Host kubernetes.Interface
+	// Leases renews the leaves' Leases: a client of its own, so renewals
+	// never queue behind Node writes in a shared rate limiter.
+	Leases   kubernetes.Interface
 	Registry *clusters.Registry
 	// Thresholds gives a member's effective thresholds (for messages); the
 	// hysteresis Fleet.
@@ -74,8 +82,9 @@ type Options struct {
 // Controller runs one leaf per registered member. It is a manager.Runnable
 // that needs leader election: only the leader writes leaves and Leases.
 type Controller struct {
-	opts Options
-	log  logr.Logger
+	opts  Options
+	log   logr.Logger
+	nodes corelisters.NodeLister // leaf Nodes (label leafsync.io/cluster)
 
 	mu     sync.Mutex
 	leaves map[string]*leaf
@@ -94,6 +103,16 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // leaves stay in the host: a leafsync restart is not a deregistration).
 func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("leaf-node", c.cleanup)
+	factory := informers.NewSharedInformerFactoryWithOptions(c.opts.Host, c.opts.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = leafnode.LabelCluster }))
+	nodes := factory.Core().V1().Nodes()
+	c.nodes = nodes.Lister()
+	nodes.Informer()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
+		return nil
+	}
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
 	defer c.stopAll()
@@ -195,13 +214,18 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		cancel:  cancel,
 		writer: &leafnode.Writer{
 			Client:         c.opts.Host,
+			Nodes:          c.nodes,
 			Name:           m.Spec.LeafName,
 			HeartbeatEvery: c.opts.ConditionHeartbeat,
 		},
 	}
 	l.setMember(m)
+	leases := c.opts.Leases
+	if leases == nil {
+		leases = c.opts.Host
+	}
 	hb := &leafnode.Heartbeat{
-		Client:   c.opts.Host,
+		Client:   leases,
 		Name:     l.name,
 		Interval: c.opts.RenewInterval,
 		Duration: c.opts.LeaseDuration,

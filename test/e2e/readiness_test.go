@@ -124,3 +124,58 @@ func TestMemberAdmissionErrorsAreNotOutages(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLeafQuietWhileNotReady: once a leaf is NotReady and KCM has marked it
+// Unknown (its Lease lapsed), leafsync leaves the conditions to KCM. Over 60
+// s of the outage, host writes to the leaf Node are counted from the audit
+// log, by writer. (Before, leafsync wrote Ready=False back at every sync and
+// KCM flipped it to Unknown again: a write ping-pong and taint swaps.)
+func TestLeafQuietWhileNotReady(t *testing.T) {
+	f := newFleet(t, harness.HostOptions{}, harness.MemberOptions{Name: "member-a", Nodes: 1})
+	member := f.members["member-a"]
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	const leaf = "leaf-member-a"
+	f.waitLeafReady(t, leaf, time.Minute)
+
+	member.proxy.Cut()
+	cut := time.Now()
+	harness.Eventually(t, notReadyAfter+harness.DefaultTestTimings.NodeMonitorGracePeriod+30*time.Second, "leaf Ready=Unknown (KCM took over)", func() error {
+		if s := harness.NodeReady(f.node(t, leaf)); s != corev1.ConditionUnknown {
+			return fmt.Errorf("Ready=%q", s)
+		}
+		return nil
+	})
+	from := time.Now()
+	t.Logf("leaf Unknown %s after the cut", from.Sub(cut).Round(time.Millisecond))
+	const window = 60 * time.Second
+	time.Sleep(window)
+	if s := harness.NodeReady(f.node(t, leaf)); s == corev1.ConditionTrue {
+		t.Fatalf("leaf Ready=%s at the end of the outage", s)
+	}
+	writes, err := f.host.AuditEvents(func(e harness.AuditEvent) bool {
+		return e.ObjectRef.Resource == "nodes" && e.ObjectRef.Name == leaf && (e.Verb == "update" || e.Verb == "patch") &&
+			!e.RequestReceived.Before(from) && e.RequestReceived.Before(from.Add(window))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLeafsync, byOthers := 0, 0
+	for _, e := range writes {
+		if strings.HasPrefix(e.UserAgent, "leafsync") {
+			byLeafsync++
+			t.Logf("leafsync wrote %s/%s at +%s", e.ObjectRef.Resource, e.ObjectRef.Subresource, e.RequestReceived.Sub(from).Round(time.Millisecond))
+		} else {
+			byOthers++
+		}
+	}
+	t.Logf("host writes to the NotReady leaf over %s: %d by leafsync, %d by others (KCM)", window, byLeafsync, byOthers)
+	if byLeafsync > 0 {
+		t.Errorf("leafsync wrote the NotReady leaf %d times in %s", byLeafsync, window)
+	}
+	// KCM's own hand-over (Unknown, the taint swap to unreachable) lands
+	// at the start of the window; a ping-pong shows 5 writes every sync.
+	if byOthers > 6 {
+		t.Errorf("%d writes by others (KCM) in %s: a ping-pong", byOthers, window)
+	}
+}
