@@ -25,7 +25,9 @@ type PodSync struct {
 	// is confirmed NotReady is finished in the host (its member pod's
 	// delete is owed), so that StatefulSets can fail over.
 	ReapAfter hysteresis.Duration `json:"reapAfter"`
-	// Workers is how many pods are reconciled in parallel.
+	// Workers is how many pods of one member are reconciled in parallel.
+	// Every member has its own queue and workers: a slow or unreachable
+	// member never delays another member's pod sync, deletes or reaping.
 	Workers int `json:"workers"`
 	// Resync: every synced pod is looked at again, and the ConfigMaps and
 	// Secrets copied into members refreshed and garbage-collected, at
@@ -42,7 +44,7 @@ func DefaultPodSync() PodSync {
 		StaleEvictionPolicy: "DeferUntilReplaced",
 		MaxDeferral:         hysteresis.Duration{Duration: 10 * time.Minute},
 		ReapAfter:           hysteresis.Duration{Duration: time.Minute},
-		Workers:             4,
+		Workers:             2,
 		Resync:              hysteresis.Duration{Duration: 30 * time.Second},
 	}
 }

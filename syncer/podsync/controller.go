@@ -44,7 +44,9 @@ type Options struct {
 	// Resync: every pod is looked at again, and ConfigMaps and Secrets
 	// refreshed and garbage-collected, at least this often.
 	Resync time.Duration
-	// Workers reconcile pods in parallel.
+	// Workers reconcile one member's pods in parallel. Each member has a
+	// queue and workers of its own, so a slow or unreachable member never
+	// delays another member's pod sync, deletes or reaping.
 	Workers int
 	// Recorder records Events on host pods and leaves (may be nil).
 	Recorder events.EventRecorder
@@ -61,13 +63,11 @@ type key struct {
 // Controller syncs the pods bound to every leaf. It is a manager.Runnable
 // that needs leader election.
 type Controller struct {
-	opts  Options
-	log   logr.Logger
-	queue workqueue.TypedRateLimitingInterface[key]
+	opts Options
+	log  logr.Logger
 
 	mu      sync.Mutex
 	members map[string]*memberSync
-	wg      sync.WaitGroup
 
 	// assignMu serializes the assignment of replacements to deferred deletes.
 	assignMu sync.Mutex
@@ -89,13 +89,9 @@ func New(o Options) *Controller {
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
 	}
-	rl := workqueue.NewTypedMaxOfRateLimiter[key](
-		workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 10*time.Second),
-	)
 	c := &Controller{
 		opts:    o,
 		log:     o.Logger.WithName("podsync"),
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[key]{Name: "podsync"}),
 		members: map[string]*memberSync{},
 	}
 	c.nsPods = nsPodCache{host: o.Host, ttl: time.Second, now: o.Now, entries: map[string]nsPods{}}
@@ -110,19 +106,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("pod-sync", c.cleanup)
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
-	for i := 0; i < c.opts.Workers; i++ {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
-	defer func() {
-		c.queue.ShutDown()
-		c.stopAll()
-		c.wg.Wait()
-	}()
+	defer c.stopAll()
 	sub.Each(ctx, func(ev clusters.Event) { c.handle(ctx, ev) })
 	return nil
 }
@@ -207,6 +191,7 @@ type memberSync struct {
 	c       *Controller
 	cluster string
 	log     logr.Logger
+	queue   workqueue.TypedRateLimitingInterface[key]
 
 	mu         sync.Mutex
 	member     clusters.Member
@@ -231,18 +216,27 @@ type handlerRef struct {
 
 func (c *Controller) startMember(parent context.Context, m clusters.Member) *memberSync {
 	ctx, cancel := context.WithCancel(parent)
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 10*time.Second)
 	ms := &memberSync{
 		c:       c,
 		cluster: m.Cluster(),
 		log:     c.log.WithValues("cluster", m.Cluster()),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[key]{Name: "podsync"}),
 		kick:    make(chan struct{}, 1),
 		cancel:  cancel,
 		ctx:     ctx,
 		copied:  map[depKey]string{},
 	}
 	ms.setMember(m)
-	ms.done.Add(1)
+	ms.done.Add(1 + c.opts.Workers)
 	go func() { defer ms.done.Done(); ms.loop(ctx) }()
+	for range c.opts.Workers {
+		go func() {
+			defer ms.done.Done()
+			for ms.processNext(ctx) {
+			}
+		}()
+	}
 	return ms
 }
 
@@ -313,7 +307,7 @@ func podKey(obj any) (string, string, bool) {
 
 func (ms *memberSync) onHostPod(obj any) {
 	if ns, name, ok := podKey(obj); ok {
-		ms.c.queue.Add(key{ms.cluster, ns, name})
+		ms.queue.Add(key{ms.cluster, ns, name})
 	}
 }
 
@@ -326,7 +320,7 @@ func (ms *memberSync) onMemberPod(obj any) {
 	if !ok || !ours(p, ms.cluster) {
 		return
 	}
-	ms.c.queue.Add(key{ms.cluster, p.Namespace, p.Name})
+	ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
 }
 
 func (ms *memberSync) trigger() {
@@ -347,6 +341,7 @@ func (ms *memberSync) stop() {
 	}
 	ms.mu.Unlock()
 	ms.cancel()
+	ms.queue.ShutDown()
 	ms.done.Wait()
 }
 
@@ -397,17 +392,17 @@ func (ms *memberSync) enqueueAll() {
 	for _, k := range host.GetStore().ListKeys() {
 		ns, name, err := cache.SplitMetaNamespaceKey(k)
 		if err == nil {
-			ms.c.queue.Add(key{ms.cluster, ns, name})
+			ms.queue.Add(key{ms.cluster, ns, name})
 		}
 	}
 	if m.Runtime.HasSynced() {
 		pods, _ := m.Runtime.PodLister().List(labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}))
 		for _, p := range pods {
-			ms.c.queue.Add(key{ms.cluster, p.Namespace, p.Name})
+			ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
 		}
 	}
 	for _, r := range ms.c.opts.Keeper.State(ms.cluster).Deletes {
-		ms.c.queue.Add(key{ms.cluster, r.Namespace, r.Name})
+		ms.queue.Add(key{ms.cluster, r.Namespace, r.Name})
 	}
 }
 
@@ -420,27 +415,28 @@ type requeueError struct {
 
 func (e requeueError) Error() string { return fmt.Sprintf("requeue in %s: %s", e.after, e.why) }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	k, shutdown := c.queue.Get()
+func (ms *memberSync) processNext(ctx context.Context) bool {
+	c, q := ms.c, ms.queue
+	k, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(k)
+	defer q.Done(k)
 	after, err := c.reconcile(ctx, k)
 	var rq requeueError
 	switch {
 	case errors.As(err, &rq):
-		c.queue.Forget(k)
-		c.queue.AddAfter(k, rq.after)
+		q.Forget(k)
+		q.AddAfter(k, rq.after)
 	case err != nil:
 		if ctx.Err() == nil {
 			c.log.Info("pod sync failed; retrying", "cluster", k.Cluster, "pod", k.Namespace+"/"+k.Name, "error", err.Error())
 		}
-		c.queue.AddRateLimited(k)
+		q.AddRateLimited(k)
 	default:
-		c.queue.Forget(k)
+		q.Forget(k)
 		if after > 0 {
-			c.queue.AddAfter(k, after)
+			q.AddAfter(k, after)
 		}
 	}
 	return true

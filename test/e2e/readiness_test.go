@@ -179,3 +179,87 @@ func TestLeafQuietWhileNotReady(t *testing.T) {
 		t.Errorf("%d writes by others (KCM) in %s: a ping-pong", byOthers, window)
 	}
 }
+
+// syncLatency measures, on a healthy member's leaf, how long pod sync takes
+// for a new Deployment of n pods (created in the host until all are Running
+// and Ready there, status from the member) and for user deletes of two of
+// them (deleted in the host until gone from the member).
+func syncLatency(t *testing.T, f *fleet, member, leaf, name string, n int) (create, del time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	f.createWorkloads(t, []harness.LeafWorkload{leafWorkload(name, int32(n), leaf)}, nil)
+	pods := waitHostPodsReady(t, f, "app="+name, n, 2*time.Minute, leaf)
+	create = time.Since(start)
+	mc := f.members[member].Client()
+	var gone []*corev1.Pod
+	for _, p := range pods[:2] {
+		mp, err := mc.CoreV1().Pods(appsNS).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone = append(gone, mp)
+	}
+	start = time.Now()
+	for _, mp := range gone {
+		if err := f.host.Client().CoreV1().Pods(appsNS).Delete(ctx, mp.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last time.Time
+	for _, mp := range gone {
+		if at := waitGone(t, mc, mp.Name, mp.UID); at.After(last) {
+			last = at
+		}
+	}
+	return create, last.Sub(start)
+}
+
+// TestPodSyncIsolatedPerMember: a blackholed member whose pods are being
+// deleted (every member call hangs until its 30s timeout) does not delay
+// another member's pod sync or deletes. The healthy member's latencies are
+// measured before and while the other is blackholed, in one run. (With one
+// queue and 4 workers for the whole fleet, the blackholed member's deletes
+// held every worker for 30s.)
+func TestPodSyncIsolatedPerMember(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a", "member-b")
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	f.register(t, "member-b", nil)
+	const leafA, leafB = "leaf-member-a", "leaf-member-b"
+	f.waitLeafReady(t, leafA, time.Minute)
+	f.waitLeafReady(t, leafB, time.Minute)
+	ctx := context.Background()
+
+	f.createWorkloads(t, []harness.LeafWorkload{leafWorkload("busy", 8, leafA)}, nil)
+	busy := waitHostPodsReady(t, f, "app=busy", 8, 2*time.Minute, leafA)
+
+	baseCreate, baseDelete := syncLatency(t, f, "member-b", leafB, "before", 4)
+	t.Logf("member-b alone: 4 pods Ready in %s, 2 deletes done in %s", baseCreate.Round(time.Millisecond), baseDelete.Round(time.Millisecond))
+
+	if err := f.members["member-a"].proxy.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	// Eight user deletes on the blackholed member: each is forwarded, and
+	// its member DELETE hangs until the member timeout.
+	for _, p := range busy {
+		if err := f.host.Client().CoreV1().Pods(appsNS).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // let member-a's deletes take their workers
+	create, del := syncLatency(t, f, "member-b", leafB, "during", 4)
+	t.Logf("member-b while member-a is blackholed with 8 deletes pending: 4 pods Ready in %s, 2 deletes done in %s",
+		create.Round(time.Millisecond), del.Round(time.Millisecond))
+	// The member timeout is 30s: a worker shared with member-a shows as a
+	// delay of that order. 15s of slack over the baseline is liveness.
+	if create > baseCreate+15*time.Second {
+		t.Errorf("member-b's pod creates took %s while member-a was blackholed, %s before", create, baseCreate)
+	}
+	if del > baseDelete+15*time.Second {
+		t.Errorf("member-b's deletes took %s while member-a was blackholed, %s before", del, baseDelete)
+	}
+	if err := f.members["member-a"].proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+}
