@@ -73,7 +73,14 @@
 //
 // With probes every probeInterval, a continuous outage therefore yields
 // NotReady at the first observation at least notReadyAfter after the first
-// failed one: no later than notReadyAfter + probeInterval.
+// failed one: no later than notReadyAfter + probeInterval after the outage
+// began, counted in observations. Measured from the moment the link dies,
+// add the probe timeout: a blackholed member's first failed probe is
+// observed when its timeout expires, so the leaf is NotReady no later than
+// notReadyAfter + probeInterval + probeTimeout after the cut (98s with the
+// defaults; the e2e test TestBlackholeNotReadyBound checks it). Probes
+// bypass the member's circuit breaker, so an open breaker neither delays
+// this bound nor stretches a recovery.
 //
 // # Availability
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -345,11 +346,46 @@ func decideOrphan(in Input, p *Plan) {
 		Message: fmt.Sprintf("member pod %s/%s has no host pod and no record; handled as a stale eviction (%s)", mp.Namespace, mp.Name, r.Kind)})
 }
 
+// notRun says why leafsync will not run a host pod in the member ("" if
+// it will). Pods of DaemonSets: a tolerate-all DaemonSet (CNI agent,
+// kube-proxy, log shipper) lands on every leaf, and its pods are made for
+// the host's own nodes (hostNetwork, privileged, the host's Secrets).
+func notRun(hp *corev1.Pod) (reason, msg string) {
+	if ref := metav1.GetControllerOf(hp); ref != nil && ref.Kind == "DaemonSet" {
+		return "NotSyncedDaemonSetPod", fmt.Sprintf("pods of DaemonSets are not run in member clusters: DaemonSet %s places one on every node, leaves included; give it a nodeAffinity that excludes type=virtual-kubelet", ref.Name)
+	}
+	return "", ""
+}
+
+// decideNotRun: a host pod leafsync will not run. A member pod made for it
+// before (an older leafsync) is deleted, and leafsync's finalizer released.
+func decideNotRun(in Input, rel relation, reason, msg string, p *Plan) {
+	event := Action{Type: Event, Warning: true, Reason: reason, Message: msg}
+	if rel == relSame {
+		if in.State.State != hysteresis.Ready {
+			p.add(event)
+			p.requeue(waitShort)
+			return
+		}
+		if in.Member.DeletionTimestamp == nil {
+			p.add(in.del(in.Member, nil, reason, msg))
+		}
+	}
+	if hasFinalizer(in.Host) {
+		p.add(Action{Type: RemoveFinalizer, Reason: reason})
+	}
+	p.add(event)
+}
+
 // decideLive: the host pod exists and is not being deleted.
 func decideLive(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
+	if reason, msg := notRun(hp); reason != "" && !isTerminal(hp) {
+		decideNotRun(in, rel, reason, msg, p)
+		return
+	}
 	if isTerminal(hp) {
 		switch {
 		case rel == relSame && st.LeafReady():

@@ -2,10 +2,12 @@ package podsync
 
 import (
 	"reflect"
-
-	corev1 "k8s.io/api/core/v1"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/store"
@@ -321,3 +323,26 @@ func TestOrphans(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func daemonSetPod(hp *corev1.Pod) *corev1.Pod {
+	hp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "kube-proxy", UID: "ds1", Controller: ptr.To(true)}}
+	return hp
+}
+
+// A tolerate-all DaemonSet lands on every leaf; its pods (CNI agents,
+// kube-proxy, log shippers: hostNetwork, privileged, the host's Secrets)
+// are never run in a member and never get leafsync's finalizer.
+func TestDaemonSetPodsAreNotSynced(t *testing.T) {
+	for _, s := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect} {
+		p := Decide(input(s, daemonSetPod(hostPod("h1")), nil))
+		wantActions(t, p, Event)
+		if a, _ := p.Get(Event); a.Reason != "NotSyncedDaemonSetPod" || !a.Warning {
+			t.Errorf("event %+v", a)
+		}
+	}
+	// One synced before this rule: its member pod goes, its finalizer too.
+	hp := withMemberUID(withFinalizer(daemonSetPod(hostPod("h1"))), "m1")
+	wantActions(t, Decide(input(hysteresis.Ready, hp, memberOf(hp, "m1"))), DeleteMember, RemoveFinalizer, Event)
+	// Deleted in the host (the DaemonSet went): finished, nothing owed.
+	wantActions(t, Decide(input(hysteresis.Ready, deleted(daemonSetPod(hostPod("h2")), t0, 30, CauseNone), nil)), FinishHost)
+}

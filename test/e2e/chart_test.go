@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/leafsync/leafsync/leafnode"
@@ -69,7 +73,7 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget"} {
+	for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "FlowSchema"} {
 		if kinds[k] == 0 {
 			t.Errorf("chart renders no %s (kinds: %v)", k, kinds)
 		}
@@ -118,6 +122,39 @@ func TestHelmChart(t *testing.T) {
 	f.register(t, "member-a", nil)
 	const leaf = "leaf-member-a"
 	f.waitLeafReady(t, leaf, time.Minute)
+	// The chart's FlowSchema: leafsync's Lease requests in kube-node-lease
+	// get kubelets' node-high priority level; its other requests do not.
+	nodeHigh, err := hc.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "node-high", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saCfg, err := clientcmd.RESTConfigFromKubeConfig(saKC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saHTTP, err := rest.HTTPClientFor(saCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priorityOf := func(path string) types.UID {
+		t.Helper()
+		resp, err := saHTTP.Get(saCfg.Host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s as leafsync: %s", path, resp.Status)
+		}
+		return types.UID(resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"))
+	}
+	if got := priorityOf("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + leaf); got != nodeHigh.UID {
+		t.Errorf("leafsync's Lease request ran at priority level %q, want node-high (%s)", got, nodeHigh.UID)
+	}
+	if got := priorityOf("/api/v1/nodes/" + leaf); got == nodeHigh.UID || got == "" {
+		t.Errorf("leafsync's Node read ran at priority level %q: the FlowSchema matches too much (or APF is off)", got)
+	}
+
 	member := f.members["member-a"]
 	member.proxy.Cut()
 	harness.Eventually(t, 20*time.Second, "cordon under the chart's RBAC", func() error {

@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,4 +264,166 @@ func TestPodSyncIsolatedPerMember(t *testing.T) {
 	if err := f.members["member-a"].proxy.Heal(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withHysteresis returns testConfig with extra lines in its hysteresis
+// section (two-space indented "key: value" lines).
+func withHysteresis(t *testing.T, lines string) string {
+	t.Helper()
+	const anchor = "  window: 60s\n"
+	if !strings.Contains(testConfig, anchor) {
+		t.Fatal("testConfig has no hysteresis window line to add thresholds after")
+	}
+	return strings.Replace(testConfig, anchor, anchor+lines, 1)
+}
+
+func (f *fleet) writeConfig(t *testing.T, cfg string) {
+	t.Helper()
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// firstNotReady is when a recorded leaf was first seen not Ready (zero if
+// never).
+func firstNotReady(obs []nodeObservation) time.Time {
+	for _, o := range obs {
+		if o.ready != corev1.ConditionTrue {
+			return o.at
+		}
+	}
+	return time.Time{}
+}
+
+// TestMassDisconnectBounded: 3 of 4 members cut at once for longer than the
+// guard's maximum. They are held Ready (cordoned) for notReadyAfter +
+// massHoldMax, then go NotReady one at a time, massReleaseInterval apart;
+// a healed one recovers. (Before, the guard held dead members Ready for
+// ever: no eviction, no failover.)
+func TestMassDisconnectBounded(t *testing.T) {
+	const (
+		holdMax = 10 * time.Second
+		release = 5 * time.Second
+	)
+	names := []string{"member-a", "member-b", "member-c", "member-d"}
+	var opts []harness.MemberOptions
+	for _, n := range names {
+		opts = append(opts, harness.MemberOptions{Name: n, Nodes: 1})
+	}
+	f := newFleet(t, harness.HostOptions{}, opts...)
+	f.writeConfig(t, withHysteresis(t, fmt.Sprintf("  massHoldMax: %s\n  massReleaseInterval: %s\n", holdMax, release)))
+	f.startLeafsync(t, "leafsync")
+	for _, n := range names {
+		f.register(t, n, nil)
+	}
+	for _, n := range names {
+		f.waitLeafReady(t, "leaf-"+n, time.Minute)
+	}
+	down := names[:3]
+	recs := map[string]*nodeRecorder{}
+	for _, n := range down {
+		recs[n] = recordNode(t, f.host, "leaf-"+n)
+	}
+	for _, n := range down {
+		f.members[n].proxy.Cut()
+	}
+	cut := time.Now()
+	// Every dead member is NotReady by notReadyAfter + massHoldMax +
+	// 3×(massReleaseInterval + probeInterval) + probeInterval (the
+	// engine's bound) plus the write path.
+	bound := notReadyAfter + holdMax + 3*(release+probeInterval) + probeInterval
+	harness.Eventually(t, bound+writeSlack+20*time.Second, "the three cut members NotReady", func() error {
+		for _, n := range down {
+			if harness.NodeReady(f.node(t, "leaf-"+n)) == corev1.ConditionTrue {
+				return fmt.Errorf("%s still Ready", n)
+			}
+		}
+		return nil
+	})
+	var at []time.Duration
+	for _, n := range down {
+		first := firstNotReady(recs[n].observations(t))
+		at = append(at, first.Sub(cut))
+	}
+	slices.Sort(at)
+	t.Logf("cut members NotReady at %v after the cut (held until notReadyAfter %s + massHoldMax %s, then one per %s)", at, notReadyAfter, holdMax, release)
+	if at[0] < notReadyAfter+holdMax {
+		t.Errorf("first NotReady %s after the cut, before notReadyAfter + massHoldMax %s", at[0], notReadyAfter+holdMax)
+	}
+	for i := 1; i < len(at); i++ {
+		// Seen through the write path: allow 1s of jitter on the gap.
+		if gap := at[i] - at[i-1]; gap < release-time.Second {
+			t.Errorf("NotReady %s apart, release interval %s", gap, release)
+		}
+	}
+	if at[len(at)-1] > bound+writeSlack {
+		t.Errorf("last NotReady %s after the cut, bound %s", at[len(at)-1], bound)
+	}
+	if got := harness.NodeReady(f.node(t, "leaf-member-d")); got != corev1.ConditionTrue {
+		t.Errorf("the healthy member's leaf is Ready=%s", got)
+	}
+
+	if err := f.members["member-a"].proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	healAt := time.Now()
+	f.waitLeafReady(t, "leaf-member-a", readyAfter+probeInterval+writeSlack+10*time.Second)
+	t.Logf("healed member Ready again %s after the heal", time.Since(healAt).Round(time.Millisecond))
+}
+
+// TestBlackholeNotReadyBound: with production thresholds (probe 5s,
+// probeTimeout 3s, notReadyAfter 90s), a blackholed member's leaf goes
+// NotReady no earlier than notReadyAfter and no later than notReadyAfter +
+// probeInterval + probeTimeout after the cut (the first failed probe ends
+// at most that long after it), plus the write path.
+func TestBlackholeNotReadyBound(t *testing.T) {
+	const (
+		prodProbe    = 5 * time.Second
+		prodTimeout  = 3 * time.Second
+		prodNotReady = 90 * time.Second
+	)
+	f := newFleet(t, harness.HostOptions{}, harness.MemberOptions{Name: "member-a", Nodes: 1})
+	cfg := strings.NewReplacer(
+		"  probeInterval: 1s\n", "  probeInterval: 5s\n",
+		"  cordonAfter: 2s\n", "  cordonAfter: 10s\n",
+		"  notReadyAfter: 10s\n", "  notReadyAfter: 90s\n",
+		"  readyAfter: 4s\n", "  readyAfter: 30s\n",
+		"  window: 60s\n", "  window: 10m\n",
+		"  probeTimeout: 1s\n", "  probeTimeout: 3s\n",
+	).Replace(testConfig)
+	if strings.Count(cfg, "90s") != 1 || !strings.Contains(cfg, "probeTimeout: 3s") {
+		t.Fatalf("could not set production thresholds in:\n%s", cfg)
+	}
+	f.writeConfig(t, cfg)
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	const leaf = "leaf-member-a"
+	f.waitLeafReady(t, leaf, time.Minute)
+	rec := recordNode(t, f.host, leaf)
+	if err := f.members["member-a"].proxy.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	bound := prodNotReady + prodProbe + prodTimeout
+	f.waitLeafNotReady(t, leaf, bound+writeSlack+30*time.Second)
+	took := firstNotReady(rec.observations(t)).Sub(cut)
+	t.Logf("blackholed member's leaf NotReady %s after the cut (bound notReadyAfter %s + probe interval %s + probe timeout %s = %s)",
+		took.Round(time.Millisecond), prodNotReady, prodProbe, prodTimeout, bound)
+	if took < prodNotReady {
+		t.Errorf("NotReady %s after the cut, before notReadyAfter", took)
+	}
+	if took > bound+time.Second {
+		t.Errorf("NotReady %s after the cut, later than the bound %s (+1s to write)", took, bound)
+	}
+}
+
+// waitLeafNotReady waits until the leaf's Ready condition is not True.
+func (f *fleet) waitLeafNotReady(t *testing.T, leaf string, timeout time.Duration) {
+	t.Helper()
+	harness.Eventually(t, timeout, "leaf "+leaf+" NotReady", func() error {
+		if s := harness.NodeReady(f.node(t, leaf)); s == corev1.ConditionTrue {
+			return fmt.Errorf("Ready=%q", s)
+		}
+		return nil
+	})
 }
