@@ -3,6 +3,7 @@ package leafnode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -26,6 +27,12 @@ import (
 // the achieved renewal is reported.
 type Heartbeat struct {
 	Client kubernetes.Interface
+	// Cluster the leaf stands for: the Lease of a Node that is not its leaf
+	// is never renewed (a renewed Lease would hide a dead node from KCM).
+	Cluster string
+	// Owned, if set, tells from a cache whether the leaf Node is the
+	// cluster's; without it (or when it says yes) Renew reads the Node.
+	Owned func() bool
 	// Name of the leaf Node and its Lease.
 	Name string
 	// Interval between renewals (kubelet: 10s).
@@ -100,6 +107,21 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
+	if h.Owned != nil && !h.Owned() {
+		return fmt.Errorf("%w: the Node %s is not in the cache of the cluster's leaves", ErrNotOwned, h.Name)
+	}
+	if h.Owned == nil {
+		node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // no leaf yet: no Lease
+		}
+		if err != nil {
+			return err
+		}
+		if !Owns(node, h.Cluster) {
+			return notOwned(node, h.Cluster)
+		}
+	}
 	now := metav1.NowMicro()
 	spec := coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(h.Name),
@@ -127,6 +149,9 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !Owns(node, h.Cluster) {
+		return notOwned(node, h.Cluster)
 	}
 	lease.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,

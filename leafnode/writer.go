@@ -3,6 +3,7 @@ package leafnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,6 +30,10 @@ import (
 // writing them back would undo KCM's Unknown every monitor period.
 type Writer struct {
 	Client kubernetes.Interface
+	// Cluster is the member the leaf stands for: a Node of the leaf's name
+	// without label leafsync.io/cluster=<Cluster> is not written or
+	// deleted (ErrNotOwned).
+	Cluster string
 	// Nodes reads the leaf from an informer cache (nil: a GET per Sync).
 	// A stale read costs at most a conflict and a re-read.
 	Nodes corelisters.NodeLister
@@ -57,6 +62,9 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !Owns(node, w.Cluster) {
+		return notOwned(node, w.Cluster)
 	}
 	if err := w.syncMeta(ctx, node, d); err != nil {
 		return err
@@ -135,6 +143,9 @@ func (w *Writer) syncMeta(ctx context.Context, node *corev1.Node, d Desired) err
 			}
 		}
 		node = nil // on conflict, read again
+		if !Owns(cur, w.Cluster) {
+			return notOwned(cur, w.Cluster)
+		}
 		if metaMatches(cur, d) {
 			return nil // a stale read: the fresh Node is already right
 		}
@@ -284,10 +295,23 @@ func resourcePatch(want, have corev1.ResourceList) map[string]any {
 	return m
 }
 
-// Delete removes the leaf Node and its Lease (deregistration).
+// Delete removes the leaf Node and its Lease (deregistration), only if the
+// Node is this cluster's leaf (UID precondition, so a Node recreated in
+// between is not deleted). The Lease goes with its Node: it is owned by it
+// (garbage collection removes it when the Node goes some other way).
 func (w *Writer) Delete(ctx context.Context) error {
-	err := w.Client.CoreV1().Nodes().Delete(ctx, w.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	node, err := w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading leaf node %s: %w", w.Name, err)
+	}
+	if !Owns(node, w.Cluster) {
+		return nil // not ours: never deleted, nor its Lease
+	}
+	err = w.Client.CoreV1().Nodes().Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(node.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting leaf node %s: %w", w.Name, err)
 	}
 	err = w.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, w.Name, metav1.DeleteOptions{})
@@ -295,4 +319,18 @@ func (w *Writer) Delete(ctx context.Context) error {
 		return fmt.Errorf("deleting lease of leaf node %s: %w", w.Name, err)
 	}
 	return nil
+}
+
+// ErrNotOwned: the Node of a leaf's name is not leafsync's leaf of that
+// cluster; leafsync does not write, renew or delete it.
+var ErrNotOwned = errors.New("not leafsync's leaf")
+
+// Owns reports whether node is leafsync's leaf of cluster: it carries the
+// label leafsync.io/cluster=<cluster> (set when leafsync creates a leaf).
+func Owns(node *corev1.Node, cluster string) bool {
+	return node != nil && cluster != "" && node.Labels[LabelCluster] == cluster
+}
+
+func notOwned(node *corev1.Node, cluster string) error {
+	return fmt.Errorf("%w: Node %s exists without label %s=%s; leafsync leaves it alone", ErrNotOwned, node.Name, LabelCluster, cluster)
 }

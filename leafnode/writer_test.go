@@ -2,9 +2,11 @@ package leafnode
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,7 +28,7 @@ func TestWriterWritesOnlyChanges(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
 
 	unknown := desired(hysteresis.Status{State: hysteresis.Ready})
 	unknown.Capacity, unknown.Allocatable = nil, nil
@@ -89,7 +91,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
 	if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
 		t.Fatal(err)
 	}
@@ -149,5 +151,49 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
 	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(now) {
 		t.Fatalf("Ready condition after recovery: %+v", c)
+	}
+}
+
+// leafsync writes, renews and deletes only the Node that is its leaf of
+// the cluster (label leafsync.io/cluster=<cluster>): a Node of the same
+// name that is not (a real worker) is never touched.
+func TestWriterNeverTouchesAForeignNode(t *testing.T) {
+	ctx := context.Background()
+	worker := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "w1", Labels: map[string]string{"role": "worker"}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leaf", Namespace: corev1.NamespaceNodeLease}}
+	client := fake.NewClientset(worker, lease)
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute}
+	err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Suspect, Cordoned: true, Reason: hysteresis.ReasonNetworkFailure}))
+	if !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Sync on a foreign Node: %v, want ErrNotOwned", err)
+	}
+	hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Duration: 40 * time.Second, Timeout: time.Second}
+	if err := hb.Renew(ctx); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Renew of a foreign Node's Lease: %v, want ErrNotOwned", err)
+	}
+	if err := w.Delete(ctx); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("leafsync %s %s/%s of a Node it does not own", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+		}
+	}
+	// Its own leaf it renews and deletes.
+	worker.Labels[LabelCluster] = "eu-1"
+	if _, err := client.CoreV1().Nodes().Update(ctx, worker, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("own leaf not deleted: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package syncer
 import (
 	"fmt"
 
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -17,7 +18,7 @@ import (
 // their members and guards their deletion. Owed, deferred and retained
 // deletes go through the Keeper. It has its own host client, so that pod
 // writes never queue behind leaf heartbeats.
-func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, keeper *store.Keeper) error {
+func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, keeper *store.Keeper, nodes coreinformers.NodeInformer) error {
 	p := cfg.PodSync
 	policy, err := podsync.ParsePolicy(p.StaleEvictionPolicy)
 	if err != nil {
@@ -31,6 +32,7 @@ func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry
 	}
 	return mgr.Add(podsync.New(podsync.Options{
 		Host:        host,
+		LeafNodes:   nodes,
 		Registry:    reg,
 		Keeper:      keeper,
 		Policy:      policy,

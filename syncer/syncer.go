@@ -4,9 +4,13 @@
 package syncer
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -14,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/config"
 	"github.com/leafsync/leafsync/syncer/leaves"
@@ -73,6 +78,7 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 		},
 		Recorder:  mgr.GetEventRecorder("leafsync"),
 		Logger:    mgr.GetLogger(),
+		Reader:    mgr.GetAPIReader(),
 		Restore:   state.restoreHook,
 		OnObserve: state.persister.Observed,
 	})
@@ -86,14 +92,39 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err := setupMetrics(ctl.Registry(), fleet); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet); err != nil {
+	leafNodes, err := setupLeafNodes(mgr)
+	if err != nil {
+		return err
+	}
+	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet, leafNodes); err != nil {
 		return err
 	}
 	keeper := state.keeper
-	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper); err != nil {
+	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper, leafNodes); err != nil {
 		return err
 	}
 	return nil
+}
+
+// setupLeafNodes starts an informer of the host's leaf Nodes (label
+// leafsync.io/cluster): the leaf writer reads from it, and leaves and pod
+// sync check with it that a Node is leafsync's leaf of a cluster before
+// they renew its Lease or touch a pod bound to it.
+func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
+	host, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("host client for leaf nodes: %w", err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(host, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = leafnode.LabelCluster }))
+	nodes := factory.Core().V1().Nodes()
+	nodes.Informer()
+	return nodes, mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		factory.Start(ctx.Done())
+		<-ctx.Done()
+		factory.Shutdown()
+		return nil
+	}))
 }
 
 // setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.
@@ -102,7 +133,7 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 // themselves (one per leaf per renew interval, retries within it), so a
 // limiter could only make them queue — behind each other, or behind Node
 // writes when many members churn pods.
-func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet) error {
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet, nodes coreinformers.NodeInformer) error {
 	hostCfg := rest.CopyConfig(mgr.GetConfig())
 	hostCfg.QPS, hostCfg.Burst = 50, 100
 	host, err := kubernetes.NewForConfig(hostCfg)
@@ -118,6 +149,7 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 	l := cfg.Leaves
 	return mgr.Add(leaves.New(leaves.Options{
 		Host:               host,
+		Nodes:              nodes,
 		Leases:             leaseClient,
 		Registry:           reg,
 		Thresholds:         fleet,

@@ -83,6 +83,10 @@ type Options struct {
 	// member's circuit breaker, e.g. to count it in metrics. It must not
 	// block. (Changes are logged and counted in Status.Breaker anyway.)
 	OnBreakerChange func(cluster string, from, to member.BreakerState)
+	// Reader reads Nodes and pods for the leaf-name checks, straight from
+	// the API server (nil: the controller's client). A GET per
+	// registration change: the manager need not cache every Node.
+	Reader client.Reader
 	// Restore (may be nil) is called for a member that has no runtime in
 	// this process yet, after it is added to the engine and before its
 	// runtime starts probing: saved engine state restored here is in place
@@ -295,6 +299,15 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	spec, perr := registration.Parse(&s, c.opts.Policy)
 	if perr == nil {
+		var phase Phase
+		if phase, perr = c.checkLeafName(ctx, &s, spec); perr != nil {
+			res, err := c.refusedAs(ctx, &s, cluster, phase, perr.(*registration.Error))
+			// Looked at again: the conflict may be resolved elsewhere.
+			res.RequeueAfter = leafNameRetry
+			return res, err
+		}
+	}
+	if perr == nil {
 		if err := c.opts.Engine.Add(spec.Cluster, spec.Overrides); err != nil {
 			perr = &registration.Error{Reason: registration.ReasonInvalidAnnotation, Message: fmt.Sprintf(
 				"the threshold annotations give an inconsistent configuration: %v; fix them (see docs/annotations.md)", err)}
@@ -359,6 +372,75 @@ func (c *Controller) winner(ctx context.Context, cluster string) (*corev1.Secret
 		return a.Name < b.Name
 	})
 	return &list.Items[0], nil
+}
+
+// leafNameRetry: how often a registration refused for its leaf name is
+// looked at again.
+const leafNameRetry = 30 * time.Second
+
+// checkLeafName refuses a leaf name leafsync may not use. leafsync writes,
+// renews and deletes only Nodes (and their Leases and pods) it owns:
+//   - a Node of that name that is not this cluster's leaf (no label
+//     leafsync.io/cluster=<cluster>: a real worker, another tool's node) is
+//     never taken over;
+//   - a leaf name another cluster's registration uses goes to the older
+//     Secret, so the first owner is never disturbed;
+//   - a running member's leaf is not renamed while pods are bound to it
+//     (they would be stranded on a leaf nobody serves).
+func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *registration.Spec) (Phase, error) {
+	reader := c.opts.Reader
+	if reader == nil {
+		reader = c.client
+	}
+	leaf := spec.LeafName
+	var node corev1.Node
+	switch err := reader.Get(ctx, types.NamespacedName{Name: leaf}, &node); {
+	case err == nil && node.Labels[registration.LabelCluster] != spec.Cluster:
+		owner := "it is not a leafsync leaf"
+		if o := node.Labels[registration.LabelCluster]; o != "" {
+			owner = fmt.Sprintf("it is the leaf of cluster %q", o)
+		}
+		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf(
+			"Node %s exists and %s: leafsync never writes, renews or deletes a Node it does not own; choose another %s",
+			leaf, owner, registration.AnnotationLeafName)}
+	case err != nil && !apierrors.IsNotFound(err):
+		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf("cannot check that Node %s is free: %v", leaf, err)}
+	}
+	var list corev1.SecretList
+	if err := c.client.List(ctx, &list, client.InNamespace(c.opts.Namespace), client.HasLabels{registration.LabelCluster}); err != nil {
+		return PhaseRefused, &registration.Error{Reason: ReasonDuplicateLeafName, Message: fmt.Sprintf("cannot list registrations: %v", err)}
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		other := o.Labels[registration.LabelCluster]
+		if other == spec.Cluster || !o.DeletionTimestamp.IsZero() || leafNameOf(o, other) != leaf || !olderThan(o, s) {
+			continue
+		}
+		return PhaseDuplicate, &registration.Error{Reason: ReasonDuplicateLeafName, Message: fmt.Sprintf(
+			"Secret %s, created earlier, registers cluster %q with the same leaf name %s, so this Secret is ignored; give one of them another %s",
+			client.ObjectKeyFromObject(o), other, leaf, registration.AnnotationLeafName)}
+	}
+	if m, ok := c.reg.Member(spec.Cluster); ok && m.Spec.LeafName != leaf {
+		var pods corev1.PodList
+		if err := reader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": m.Spec.LeafName}); err != nil {
+			return PhaseRefused, &registration.Error{Reason: ReasonLeafRenameWithPods, Message: fmt.Sprintf("cannot list the pods of leaf %s: %v", m.Spec.LeafName, err)}
+		}
+		if n := len(pods.Items); n > 0 {
+			return PhaseRefused, &registration.Error{Reason: ReasonLeafRenameWithPods, Message: fmt.Sprintf(
+				"the leaf is not renamed from %s to %s while %d pod(s) are bound to it (they would be stranded); the member keeps leaf %s until they are gone",
+				m.Spec.LeafName, leaf, n, m.Spec.LeafName)}
+		}
+	}
+	return "", nil
+}
+
+// olderThan: a was created before b (ties broken by name), the rule by
+// which the first registration keeps what two claim.
+func olderThan(a, b *corev1.Secret) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }
 
 // apply starts, reconnects or updates the member for a valid spec.
@@ -574,6 +656,11 @@ func (c *Controller) setStatusLocked(st Status) Status {
 
 // refused handles a Secret that cannot be used as it is.
 func (c *Controller) refused(ctx context.Context, s *corev1.Secret, cluster string, re *registration.Error) (reconcile.Result, error) {
+	return c.refusedAs(ctx, s, cluster, PhaseRefused, re)
+}
+
+// refusedAs is refused with the phase of a Secret that runs nothing.
+func (c *Controller) refusedAs(ctx context.Context, s *corev1.Secret, cluster string, phase Phase, re *registration.Error) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(s)
 	c.reg.mu.Lock()
 	e := c.reg.entries[cluster]
@@ -581,7 +668,7 @@ func (c *Controller) refused(ctx context.Context, s *corev1.Secret, cluster stri
 		e.invalid = re
 		c.setStatusLocked(c.statusFor(e))
 	} else {
-		c.setStatusLocked(Status{Cluster: cluster, Secret: key, Phase: PhaseRefused, Reason: re.Reason, Message: re.Message})
+		c.setStatusLocked(Status{Cluster: cluster, Secret: key, Phase: phase, Reason: re.Reason, Message: re.Message})
 	}
 	c.reg.mu.Unlock()
 	return c.writeStatus(ctx, s)

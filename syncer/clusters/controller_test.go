@@ -112,7 +112,9 @@ func newEnv(t *testing.T) *env {
 	e := &env{
 		t:   t,
 		ctx: context.Background(),
-		c:   fake.NewClientBuilder().WithScheme(scheme.Scheme).Build(),
+		c: fake.NewClientBuilder().WithScheme(scheme.Scheme).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+			return []string{o.(*corev1.Pod).Spec.NodeName}
+		}).Build(),
 		eng: &engine{Fleet: fleet, obs: map[string]int{}},
 		rec: &recorder{},
 		srv: membertest.NewServer(t, []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, nil),
@@ -594,5 +596,104 @@ func TestSubscriptionSeesStateChanges(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no StateChanged event")
 		}
+	}
+}
+
+// A leaf name that is an existing Node leafsync does not own (a real
+// worker) is refused before anything runs: no runtime, no finalizer, so
+// nothing of the Node's is ever written, renewed or deleted, also after
+// the Secret goes.
+func TestLeafNameOfAForeignNodeIsRefused(t *testing.T) {
+	e := newEnv(t)
+	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}}
+	if err := e.c.Create(e.ctx, worker); err != nil {
+		t.Fatal(err)
+	}
+	e.create("east", "east", e.srv.Kubeconfig("token"), map[string]string{registration.AnnotationLeafName: "worker-1"}, time.Minute)
+	res, err := e.reconcile("east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.phase("east"); got != "Refused/"+ReasonLeafNameTaken {
+		t.Fatalf("phase %q", got)
+	}
+	if ev, ok := e.rec.find(ReasonLeafNameTaken, "east"); !ok || !strings.Contains(ev, "worker-1") {
+		t.Errorf("event %q does not name the Node", ev)
+	}
+	if res.RequeueAfter == 0 {
+		t.Error("a refused leaf name is never looked at again")
+	}
+	if _, ok := e.ctl.Registry().Member("east"); ok {
+		t.Error("a member runtime runs for a refused registration")
+	}
+	if controllerutil.ContainsFinalizer(e.get("east"), registration.Finalizer) {
+		t.Error("the refused Secret has a finalizer (its deletion would run cleanup on the foreign Node)")
+	}
+	// leafsync's own leaf of this cluster (from before a restart) is fine.
+	e.create("west", "west", e.srv.Kubeconfig("token"), map[string]string{registration.AnnotationLeafName: "leaf-w"}, time.Minute)
+	if err := e.c.Create(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf-w", Labels: map[string]string{registration.LabelCluster: "west"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile("west")
+	if _, ok := e.ctl.Registry().Member("west"); !ok {
+		t.Errorf("west refused: %s", e.phase("west"))
+	}
+}
+
+// Two registrations naming one leaf: the older Secret keeps it, the newer
+// one is refused (Duplicate), and takes over when the older one goes.
+func TestDuplicateLeafNameOlderWins(t *testing.T) {
+	e := newEnv(t)
+	shared := map[string]string{registration.AnnotationLeafName: "leaf-shared"}
+	e.create("first", "east", e.srv.Kubeconfig("token"), shared, time.Hour)
+	e.create("second", "west", e.srv.Kubeconfig("token"), shared, time.Minute)
+	e.mustReconcile("second")
+	e.mustReconcile("first")
+	if got := e.phase("second"); got != "Duplicate/"+ReasonDuplicateLeafName {
+		t.Errorf("second: %q", got)
+	}
+	if ev, ok := e.rec.find(ReasonDuplicateLeafName, "second"); !ok || !strings.Contains(ev, "first") {
+		t.Errorf("event %q does not name the owner", ev)
+	}
+	if _, ok := e.ctl.Registry().Member("west"); ok {
+		t.Error("the duplicate runs")
+	}
+	if _, ok := e.ctl.Registry().Member("east"); !ok {
+		t.Errorf("the first owner does not run: %s", e.phase("first"))
+	}
+	if err := e.c.Delete(e.ctx, e.get("first")); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile("first")
+	e.mustReconcile("second")
+	if _, ok := e.ctl.Registry().Member("west"); !ok {
+		t.Errorf("the second did not take over: %s", e.phase("second"))
+	}
+}
+
+// Renaming the leaf of a member whose leaf still has pods is refused (the
+// old name keeps running), so no pod is stranded on a leaf nobody serves.
+func TestLeafRenameRefusedWhilePodsRemain(t *testing.T) {
+	e := newEnv(t)
+	e.create("east", "east", e.srv.Kubeconfig("token"), map[string]string{registration.AnnotationLeafName: "leaf-a"}, time.Minute)
+	e.mustReconcile("east")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-0"}, Spec: corev1.PodSpec{NodeName: "leaf-a"}}
+	if err := e.c.Create(e.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	e.update("east", func(s *corev1.Secret) { s.Annotations[registration.AnnotationLeafName] = "leaf-b" })
+	e.mustReconcile("east")
+	if m, ok := e.ctl.Registry().Member("east"); !ok || m.Spec.LeafName != "leaf-a" {
+		t.Fatalf("member %+v: the rename was applied with a pod on the old leaf", m.Spec)
+	}
+	if got := e.phase("east"); !strings.HasSuffix(got, "/"+ReasonLeafRenameWithPods) {
+		t.Errorf("phase %q", got)
+	}
+	if err := e.c.Delete(e.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile("east")
+	if m, _ := e.ctl.Registry().Member("east"); m.Spec.LeafName != "leaf-b" {
+		t.Errorf("leaf %q after the old leaf emptied", m.Spec.LeafName)
 	}
 }

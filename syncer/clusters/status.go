@@ -49,6 +49,12 @@ const (
 	ReasonTLSError          = "MemberTLSError"
 	ReasonMisconfigured     = "MemberMisconfigured"
 	ReasonDuplicateCluster  = "DuplicateCluster"
+	// ReasonLeafNameTaken: the leaf name is a Node leafsync does not own.
+	ReasonLeafNameTaken = "LeafNameTaken"
+	// ReasonDuplicateLeafName: an older Secret's member uses the leaf name.
+	ReasonDuplicateLeafName = "DuplicateLeafName"
+	// ReasonLeafRenameWithPods: the leaf is renamed while pods are on it.
+	ReasonLeafRenameWithPods = "LeafRenameWithPods"
 	ReasonUnknownAnnotation = "UnknownAnnotation"
 	ReasonClientSetupFailed = "ClientSetupFailed"
 	ReasonDeregistering     = "Deregistering"

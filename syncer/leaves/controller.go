@@ -13,9 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -52,9 +51,13 @@ func init() {
 
 // Options configure the controller.
 type Options struct {
-	// Host writes leaf Nodes (and watches them: the writer reads from that
-	// cache, not with a GET per sync).
+	// Host writes leaf Nodes.
 	Host kubernetes.Interface
+	// Nodes is the informer of the host's leaf Nodes (label
+	// leafsync.io/cluster): the writer reads from it, not with a GET per
+	// sync, and a Lease is renewed only for a Node it shows as the
+	// cluster's leaf.
+	Nodes coreinformers.NodeInformer
 	// Leases renews the leaves' Leases: a client of its own, so renewals
 	// never queue behind Node writes in a shared rate limiter.
 	Leases   kubernetes.Interface
@@ -84,7 +87,7 @@ type Options struct {
 type Controller struct {
 	opts  Options
 	log   logr.Logger
-	nodes corelisters.NodeLister // leaf Nodes (label leafsync.io/cluster)
+	nodes corelisters.NodeLister
 
 	mu     sync.Mutex
 	leaves map[string]*leaf
@@ -103,14 +106,8 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // leaves stay in the host: a leafsync restart is not a deregistration).
 func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("leaf-node", c.cleanup)
-	factory := informers.NewSharedInformerFactoryWithOptions(c.opts.Host, c.opts.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = leafnode.LabelCluster }))
-	nodes := factory.Core().V1().Nodes()
-	c.nodes = nodes.Lister()
-	nodes.Informer()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
+	c.nodes = c.opts.Nodes.Lister()
+	if !cache.WaitForCacheSync(ctx.Done(), c.opts.Nodes.Informer().HasSynced) {
 		return nil
 	}
 	sub := c.opts.Registry.Subscribe()
@@ -162,7 +159,7 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 		delete(c.leaves, d.Cluster)
 	}
 	c.mu.Unlock()
-	w := leafnode.Writer{Client: c.opts.Host, Name: d.LeafName}
+	w := leafnode.Writer{Client: c.opts.Host, Cluster: d.Cluster, Name: d.LeafName}
 	if err := w.Delete(ctx); err != nil {
 		return err
 	}
@@ -214,6 +211,7 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		cancel:  cancel,
 		writer: &leafnode.Writer{
 			Client:         c.opts.Host,
+			Cluster:        m.Cluster(),
 			Nodes:          c.nodes,
 			Name:           m.Spec.LeafName,
 			HeartbeatEvery: c.opts.ConditionHeartbeat,
@@ -224,15 +222,21 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 	if leases == nil {
 		leases = c.opts.Host
 	}
+	owned := func() bool {
+		n, err := c.nodes.Get(l.name)
+		return err == nil && leafnode.Owns(n, l.cluster)
+	}
 	hb := &leafnode.Heartbeat{
 		Client:   leases,
+		Cluster:  l.cluster,
+		Owned:    owned,
 		Name:     l.name,
 		Interval: c.opts.RenewInterval,
 		Duration: c.opts.LeaseDuration,
 		Timeout:  c.opts.RenewTimeout,
 		ShouldRenew: func() bool {
 			st, ok := c.opts.Registry.Hysteresis(l.cluster)
-			return ok && st.State.LeafReady()
+			return ok && st.State.LeafReady() && owned()
 		},
 		OnRenew: func(lag time.Duration, err error) {
 			if err != nil {

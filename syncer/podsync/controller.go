@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
@@ -29,6 +31,10 @@ import (
 type Options struct {
 	// Host is a client of the host cluster.
 	Host kubernetes.Interface
+	// LeafNodes is the informer of the host's leaf Nodes: a pod bound to a
+	// Node is touched only while that Node is the member's leaf (label
+	// leafsync.io/cluster=<member>), never the pods of a foreign Node.
+	LeafNodes coreinformers.NodeInformer
 	// Registry gives the members, their runtimes and hysteresis status.
 	Registry *clusters.Registry
 	// Keeper holds owed, deferred and retained deletes durably.
@@ -104,6 +110,9 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // Start follows the registry until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("pod-sync", c.cleanup)
+	if !cache.WaitForCacheSync(ctx.Done(), c.opts.LeafNodes.Informer().HasSynced) {
+		return nil
+	}
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
 	defer c.stopAll()
@@ -169,6 +178,9 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 	var errs []error
 	for i := range list.Items {
 		p := &list.Items[i]
+		if !hasFinalizer(p) && p.Annotations[AnnotationMemberUID] == "" {
+			continue // never synced by leafsync (a foreign Node's pod, a DaemonSet's)
+		}
 		if hasFinalizer(p) {
 			if _, err := c.removeFinalizer(ctx, p); err != nil {
 				errs = append(errs, err)
@@ -461,6 +473,9 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	if !host.HasSynced() || !m.Runtime.HasSynced() {
 		return time.Second, nil
 	}
+	if node, err := c.opts.LeafNodes.Lister().Get(leaf); err != nil || !leafnode.Owns(node, k.Cluster) {
+		return notOwnedRetry, nil // not (yet, or no longer) this member's leaf: hands off its pods
+	}
 	start := time.Now()
 	defer func() {
 		metrics.PodSyncDurationVec.WithLabelValues(k.Cluster).Observe(time.Since(start).Seconds())
@@ -625,6 +640,10 @@ func (n *nsPodCache) list(ctx context.Context, ns string) ([]*corev1.Pod, error)
 	n.mu.Unlock()
 	return pods, nil
 }
+
+// notOwnedRetry: how soon pods bound to a Node that is not (yet) the
+// member's leaf are looked at again.
+const notOwnedRetry = 5 * time.Second
 
 // member write retries: short, so that a worker is not held while a
 // member is unreachable (the queue retries with backoff).

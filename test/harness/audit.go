@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// auditPolicy records who wrote what to pods and nodes, at Metadata level:
-// enough to prove which identity deleted or evicted a pod.
+// auditPolicy records who wrote what to pods, nodes and node Leases, at
+// Metadata level: enough to prove which identity deleted or evicted a pod,
+// or renewed a node's Lease.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -19,6 +20,12 @@ rules:
   resources:
   - group: ""
     resources: ["pods", "pods/status", "pods/eviction", "pods/binding", "nodes", "nodes/status"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  namespaces: ["kube-node-lease"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
 - level: None
 `
 
