@@ -40,26 +40,26 @@ const (
 // Reasons of Events and of the leafsync.io/status-reason annotation, in
 // addition to the registration.Reason* values (refusals).
 const (
-	ReasonConnecting        = "Connecting"
-	ReasonReconnecting      = "Reconnecting"
-	ReasonConnected         = "MemberConnected"
-	ReasonUnreachable       = "MemberUnreachable"
-	ReasonServerError       = "MemberServerError"
-	ReasonUnauthorized      = "MemberUnauthorized"
-	ReasonTLSError          = "MemberTLSError"
-	ReasonMisconfigured     = "MemberMisconfigured"
-	ReasonDuplicateCluster  = "DuplicateCluster"
+	ReasonConnecting       = "Connecting"
+	ReasonReconnecting     = "Reconnecting"
+	ReasonConnected        = "MemberConnected"
+	ReasonUnreachable      = "MemberUnreachable"
+	ReasonServerError      = "MemberServerError"
+	ReasonUnauthorized     = "MemberUnauthorized"
+	ReasonTLSError         = "MemberTLSError"
+	ReasonMisconfigured    = "MemberMisconfigured"
+	ReasonDuplicateCluster = "DuplicateCluster"
 	// ReasonLeafNameTaken: the leaf name is a Node leafsync does not own.
 	ReasonLeafNameTaken = "LeafNameTaken"
 	// ReasonDuplicateLeafName: an older Secret's member uses the leaf name.
 	ReasonDuplicateLeafName = "DuplicateLeafName"
 	// ReasonLeafRenameWithPods: the leaf is renamed while pods are on it.
 	ReasonLeafRenameWithPods = "LeafRenameWithPods"
-	ReasonUnknownAnnotation = "UnknownAnnotation"
-	ReasonClientSetupFailed = "ClientSetupFailed"
-	ReasonDeregistering     = "Deregistering"
-	ReasonDeregistered      = "Deregistered"
-	ReasonCleanupFailed     = "CleanupFailed"
+	ReasonUnknownAnnotation  = "UnknownAnnotation"
+	ReasonClientSetupFailed  = "ClientSetupFailed"
+	ReasonDeregistering      = "Deregistering"
+	ReasonDeregistered       = "Deregistered"
+	ReasonCleanupFailed      = "CleanupFailed"
 )
 
 // Status is what leafsync reports about one registration Secret.
