@@ -616,6 +616,16 @@ func (k *Keeper) resolve(ctx context.Context, cluster string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.entryLocked(cluster)
+	if v == "" {
+		// The record is gone (deleted by hand: no writer of an older term
+		// deletes a record it did not forget). Merging with nothing would
+		// drop every delete this Keeper knew; memory is the record now,
+		// and is written afresh.
+		e.base, e.version, e.known = ClusterState{}, "", true
+		k.stats.Conflicts++
+		k.log.Info("state record was deleted outside leafsync; rebuilding it from memory", "cluster", cluster, "deletes", len(e.mem.Deletes))
+		return nil
+	}
 	base := ClusterState{}
 	if e.known {
 		base = e.base

@@ -440,3 +440,32 @@ func TestKeeperTakesOneTerm(t *testing.T) {
 		t.Fatalf("store term %d, keeper term %d: want one term", term, k.Stats().Term)
 	}
 }
+
+// A record deleted by hand (kubectl delete configmap) is rebuilt from
+// memory at the next write: its owed deletes are not merged with nothing.
+func TestKeeperRebuildsADeletedRecord(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "me"})
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p0")} })
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, v, err := m.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(ctx, "a", v); err != nil {
+		t.Fatal(err)
+	}
+	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"checkpoint":2}`) })
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[p0]" {
+		t.Errorf("record after it was deleted by hand: deletes %s, want [p0]", got)
+	}
+	if got := fmt.Sprint(names(k.State("a").Deletes)); got != "[p0]" {
+		t.Errorf("memory: %s, want [p0]", got)
+	}
+}
