@@ -473,7 +473,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	if !host.HasSynced() || !m.Runtime.HasSynced() {
 		return time.Second, nil
 	}
-	if node, err := c.opts.LeafNodes.Lister().Get(leaf); err != nil || !leafnode.Owns(node, k.Cluster) {
+	node, err := c.opts.LeafNodes.Lister().Get(leaf)
+	if err != nil || !leafnode.Owns(node, k.Cluster) {
 		return notOwnedRetry, nil // not (yet, or no longer) this member's leaf: hands off its pods
 	}
 	start := time.Now()
@@ -516,7 +517,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		Now: c.opts.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records,
-		Replaced: func(r store.PendingDelete) bool { return c.replaced(ctx, k.Cluster, r) },
+		Replaced:   func(r store.PendingDelete) bool { return c.replaced(ctx, k.Cluster, r) },
+		LeafTaints: node.Spec.Taints,
 	}
 	if hp != nil {
 		in.DesiredHash = SpecHash(hp)

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/store"
@@ -133,6 +134,51 @@ type Input struct {
 	// Replaced reports whether a deferred delete's replacement is Ready in
 	// the host (nil: never).
 	Replaced func(store.PendingDelete) bool
+	// LeafTaints are the leaf Node's taints now: a taint-manager delete
+	// whose NoExecute taint still holds is not stale.
+	LeafTaints []corev1.Taint
+}
+
+// lifecycleTaints are the NoExecute taints node lifecycle sets on a node
+// it cannot hear from; on a leaf they pass when the member is back.
+var lifecycleTaints = map[string]bool{corev1.TaintNodeUnreachable: true, corev1.TaintNodeNotReady: true}
+
+// staleEviction reports whether the delete of a host pod is an eviction
+// whose cause has passed: its DisruptionTarget reason is an eviction cause,
+// and, for the taint manager, no NoExecute taint other than node
+// lifecycle's (a user's maintenance taint, node.kubernetes.io/out-of-service)
+// that the pod does not tolerate is on the leaf now.
+func staleEviction(hp *corev1.Pod, cause string, leafTaints []corev1.Taint) bool {
+	if !IsEvictionCause(cause) {
+		return false
+	}
+	if cause != CauseTaintManager {
+		return true
+	}
+	for i := range leafTaints {
+		t := &leafTaints[i]
+		if t.Effect == corev1.TaintEffectNoExecute && !lifecycleTaints[t.Key] && !tolerates(hp, t) {
+			return false
+		}
+	}
+	return true
+}
+
+func tolerates(hp *corev1.Pod, t *corev1.Taint) bool {
+	for i := range hp.Spec.Tolerations {
+		if hp.Spec.Tolerations[i].ToleratesTaint(klog.Background(), t, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// runsOnce: pods of a Job are never kept after a stale eviction. The Job
+// controller made their replacement when the host pod went; keeping the old
+// one would run the work twice, then kill it mid-run.
+func runsOnce(owner string) bool {
+	kind, _ := splitOwner(owner)
+	return kind == "Job"
 }
 
 // Polling periods of Decide.
@@ -264,13 +310,18 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 		p.requeue(waitShort)
 		return
 	}
-	switch in.Policy {
-	case Forward:
+	switch {
+	case runsOnce(r.Owner):
+		p.add(in.del(mp, r.GracePeriodSeconds, "StaleEvictionForwarded",
+			fmt.Sprintf("stale eviction (%s) of a pod of %s forwarded: its replacement already runs, keeping this one would run the work twice", r.Cause, r.Owner)))
+		p.requeue(waitShort)
+		return
+	case in.Policy == Forward:
 		p.add(in.del(mp, r.GracePeriodSeconds, "StaleEvictionForwarded",
 			fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", r.Cause)))
 		p.requeue(waitShort)
 		return
-	case Retain:
+	case in.Policy == Retain:
 		if r.Kind != store.Retained {
 			rr := r
 			rr.Kind, rr.Since = store.Retained, in.Now
@@ -486,6 +537,7 @@ func decideTerminating(in Input, p *Plan) {
 	rel := relate(in)
 	st := in.State.State
 	cause := CauseOf(hp)
+	stale := staleEviction(hp, cause, in.LeafTaints)
 	r := recordFor(in.Records, string(hp.UID))
 	down := st == hysteresis.NotReady || st == hysteresis.Recovering
 	// Does a member pod of this host pod exist, or may it (the cache is
@@ -526,15 +578,25 @@ func decideTerminating(in Input, p *Plan) {
 		return
 	}
 	if st == hysteresis.Suspect {
-		if !IsEvictionCause(cause) {
+		if !stale {
 			p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", causeText(cause))))
 		}
 		p.requeue(waitShort) // an eviction waits until the member is confirmed Ready or down
 		return
 	}
 	// The member is Ready.
-	if !IsEvictionCause(cause) {
-		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", causeText(cause))))
+	if !stale {
+		why := causeText(cause)
+		if IsEvictionCause(cause) {
+			why += ", its NoExecute taint still on the leaf"
+		}
+		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", why)))
+		p.requeue(waitShort)
+		return
+	}
+	if owner := ownerOf(hp); runsOnce(owner) {
+		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "StaleEvictionForwarded",
+			fmt.Sprintf("stale eviction (%s) of a pod of %s forwarded: its replacement already runs, keeping this one would run the work twice", cause, owner)))
 		p.requeue(waitShort)
 		return
 	}

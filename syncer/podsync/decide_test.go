@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -345,4 +346,59 @@ func TestDaemonSetPodsAreNotSynced(t *testing.T) {
 	wantActions(t, Decide(input(hysteresis.Ready, hp, memberOf(hp, "m1"))), DeleteMember, RemoveFinalizer, Event)
 	// Deleted in the host (the DaemonSet went): finished, nothing owed.
 	wantActions(t, Decide(input(hysteresis.Ready, deleted(daemonSetPod(hostPod("h2")), t0, 30, CauseNone), nil)), FinishHost)
+}
+
+// A taint-manager delete is stale only if what caused it has passed. A
+// NoExecute taint on the leaf that node lifecycle did not set (a user's
+// maintenance taint, node.kubernetes.io/out-of-service) still holds: the
+// delete is the user's intent and is forwarded.
+func TestTaintManagerDeleteClassifiedByTaintsNow(t *testing.T) {
+	hp := deleted(withMemberUID(withFinalizer(hostPod("h1")), "m1"), t0, 30, CauseTaintManager)
+	for _, taint := range []corev1.Taint{
+		{Key: "maintenance", Value: "true", Effect: corev1.TaintEffectNoExecute},
+		{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute},
+	} {
+		in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+		in.LeafTaints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}, taint}
+		p := Decide(in)
+		wantActions(t, p, DeleteMember)
+		if a, _ := p.Get(DeleteMember); a.Reason != "DeleteForwarded" {
+			t.Errorf("taint %s: %+v", taint.Key, a)
+		}
+	}
+	// Only node lifecycle's taints (a leftover of the outage, or none): stale.
+	for _, taints := range [][]corev1.Taint{nil, {{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}, {Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute}}} {
+		in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+		in.LeafTaints = taints
+		wantActions(t, Decide(in), Record, Event, FinishHost)
+	}
+	// A user taint the pod tolerates did not evict it.
+	tol := deleted(withMemberUID(withFinalizer(hostPod("h2")), "m2"), t0, 30, CauseTaintManager)
+	tol.Spec.Tolerations = append(tol.Spec.Tolerations, corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
+	in := input(hysteresis.Ready, tol, memberOf(tol, "m2"))
+	in.LeafTaints = []corev1.Taint{{Key: "maintenance", Value: "true", Effect: corev1.TaintEffectNoExecute}}
+	wantActions(t, Decide(in), Record, Event, FinishHost)
+}
+
+// A Job's pod under a stale eviction is not kept: the Job controller has
+// already made its replacement, so keeping it would run the work twice and
+// then kill it mid-run. The delete is forwarded at once, whatever the
+// policy; the table is in docs/pod-sync.md.
+func TestStaleEvictionOfAJobPodIsForwarded(t *testing.T) {
+	for _, pol := range []Policy{DeferUntilReplaced, Retain} {
+		hp := deleted(withMemberUID(withFinalizer(hostPod("h1")), "m1"), t0, 30, CauseTaintManager)
+		hp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "report", UID: "j1", Controller: ptr.To(true)}}
+		in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+		in.Policy = pol
+		p := Decide(in)
+		wantActions(t, p, DeleteMember)
+		if a, _ := p.Get(DeleteMember); a.Reason != "StaleEvictionForwarded" || !strings.Contains(a.Message, "Job") {
+			t.Errorf("%s: %+v", pol, a)
+		}
+		// An owed delete of a Job pod, once the member is back: forwarded too.
+		r := store.PendingDelete{Kind: store.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: "h1", Cause: CauseTaintManager, Owner: "Job/report", Since: t0}
+		in = input(hysteresis.Ready, nil, memberOf(hp, "m1"), r)
+		in.Policy = pol
+		wantActions(t, Decide(in), DeleteMember)
+	}
 }
