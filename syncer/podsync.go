@@ -40,6 +40,7 @@ func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry
 		ReapAfter:   p.ReapAfter.Duration,
 		Resync:      p.Resync.Duration,
 		Workers:     p.Workers,
+		PodSecurity: p.MemberPodSecurity,
 		Recorder:    mgr.GetEventRecorder("leafsync"),
 		Logger:      mgr.GetLogger(),
 	}))

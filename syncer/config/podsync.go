@@ -33,7 +33,16 @@ type PodSync struct {
 	// Secrets copied into members refreshed and garbage-collected, at
 	// least this often.
 	Resync hysteresis.Duration `json:"resync"`
+	// MemberPodSecurity is the Pod Security level (privileged, baseline or
+	// restricted) enforced, by label, on the namespaces leafsync creates in
+	// members; a member whose registration allows privileged pods
+	// (leafsync.io/allow-privileged-pods) gets privileged. Namespaces that
+	// existed before are left as they are.
+	MemberPodSecurity string `json:"memberPodSecurity"`
 }
+
+// PodSecurityLevels are the accepted values of podSync.memberPodSecurity.
+var PodSecurityLevels = []string{"privileged", "baseline", "restricted"}
 
 // StaleEvictionPolicies are the accepted values of podSync.staleEvictionPolicy.
 var StaleEvictionPolicies = []string{"DeferUntilReplaced", "Retain", "Forward"}
@@ -46,6 +55,7 @@ func DefaultPodSync() PodSync {
 		ReapAfter:           hysteresis.Duration{Duration: time.Minute},
 		Workers:             2,
 		Resync:              hysteresis.Duration{Duration: 30 * time.Second},
+		MemberPodSecurity:   "baseline",
 	}
 }
 
@@ -61,6 +71,9 @@ func (p PodSync) validate() error {
 		if f.d.Duration <= 0 {
 			errs = append(errs, fmt.Errorf("%s (%s) must be positive", f.name, f.d))
 		}
+	}
+	if !contains(PodSecurityLevels, p.MemberPodSecurity) {
+		errs = append(errs, fmt.Errorf("podSync.memberPodSecurity %q must be one of %v", p.MemberPodSecurity, PodSecurityLevels))
 	}
 	if p.Workers < 1 {
 		errs = append(errs, fmt.Errorf("podSync.workers (%d) must be at least 1", p.Workers))

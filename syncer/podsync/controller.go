@@ -50,6 +50,10 @@ type Options struct {
 	// Resync: every pod is looked at again, and ConfigMaps and Secrets
 	// refreshed and garbage-collected, at least this often.
 	Resync time.Duration
+	// PodSecurity is the Pod Security level enforced on namespaces leafsync
+	// creates in members ("" leaves them unlabelled); members whose
+	// registration allows privileged pods get "privileged".
+	PodSecurity string
 	// Workers reconcile one member's pods in parallel. Each member has a
 	// queue and workers of its own, so a slow or unreachable member never
 	// delays another member's pod sync, deletes or reaping.
@@ -454,6 +458,13 @@ func (ms *memberSync) processNext(ctx context.Context) bool {
 	return true
 }
 
+// admissionFor is what the member's owner agreed to run (validated when
+// the registration was accepted).
+func admissionFor(m clusters.Member) Admission {
+	a, _ := ParseAdmission(m.Spec.Annotations)
+	return a
+}
+
 // policyFor is the member's stale-eviction policy.
 func (c *Controller) policyFor(m clusters.Member) Policy {
 	if v, ok := m.Spec.Annotations[AnnotationStaleEvictionPolicy]; ok {
@@ -519,6 +530,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		Host: hp, Member: mp, Records: records,
 		Replaced:   func(r store.PendingDelete) bool { return c.replaced(ctx, k.Cluster, r) },
 		LeafTaints: node.Spec.Taints,
+		Admission:  admissionFor(m),
 	}
 	if hp != nil {
 		in.DesiredHash = SpecHash(hp)

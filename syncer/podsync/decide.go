@@ -137,6 +137,8 @@ type Input struct {
 	// LeafTaints are the leaf Node's taints now: a taint-manager delete
 	// whose NoExecute taint still holds is not stale.
 	LeafTaints []corev1.Taint
+	// Admission is what the member's owner agreed to run.
+	Admission Admission
 }
 
 // lifecycleTaints are the NoExecute taints node lifecycle sets on a node
@@ -401,11 +403,13 @@ func decideOrphan(in Input, p *Plan) {
 // it will). Pods of DaemonSets: a tolerate-all DaemonSet (CNI agent,
 // kube-proxy, log shipper) lands on every leaf, and its pods are made for
 // the host's own nodes (hostNetwork, privileged, the host's Secrets).
-func notRun(hp *corev1.Pod) (reason, msg string) {
+// Nor pods the member's owner has not agreed to (Admission).
+func notRun(in Input) (reason, msg string) {
+	hp := in.Host
 	if ref := metav1.GetControllerOf(hp); ref != nil && ref.Kind == "DaemonSet" {
 		return "NotSyncedDaemonSetPod", fmt.Sprintf("pods of DaemonSets are not run in member clusters: DaemonSet %s places one on every node, leaves included; give it a nodeAffinity that excludes type=virtual-kubelet", ref.Name)
 	}
-	return "", ""
+	return in.Admission.notAdmitted(hp, in.Cluster)
 }
 
 // decideNotRun: a host pod leafsync will not run. A member pod made for it
@@ -433,7 +437,7 @@ func decideLive(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
-	if reason, msg := notRun(hp); reason != "" && !isTerminal(hp) {
+	if reason, msg := notRun(in); reason != "" && !isTerminal(hp) {
 		decideNotRun(in, rel, reason, msg, p)
 		return
 	}

@@ -402,3 +402,79 @@ func TestStaleEvictionOfAJobPodIsForwarded(t *testing.T) {
 		wantActions(t, Decide(in), DeleteMember)
 	}
 }
+
+// What the member's owner has not agreed to is not run: a member
+// ServiceAccount the registration does not list, privileged containers,
+// host namespaces, hostPath volumes. The pod gets an Event; nothing is
+// created.
+func TestPodsTheMemberDidNotAllow(t *testing.T) {
+	withSA := func(ns, sa string) *corev1.Pod {
+		hp := hostPod("h1")
+		hp.Namespace = ns
+		hp.Annotations = map[string]string{AnnotationMemberServiceAccount: sa}
+		return hp
+	}
+	privileged := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		hp := hostPod("h1")
+		mutate(hp)
+		return hp
+	}
+	refused := map[string]*corev1.Pod{
+		"service account":  withSA("apps", "deployer"),
+		"kube-system's sa": withSA("kube-system", "admin"),
+		"privileged": privileged(func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}),
+		"hostNetwork": privileged(func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
+		"hostPID":     privileged(func(p *corev1.Pod) { p.Spec.HostPID = true }),
+		"hostPath": privileged(func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		}),
+		"privileged init container": privileged(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}
+		}),
+	}
+	for name, hp := range refused {
+		p := Decide(input(hysteresis.Ready, hp, nil))
+		wantActions(t, p, Event)
+		if a, _ := p.Get(Event); !a.Warning || !strings.HasPrefix(a.Reason, "NotSynced") || !strings.Contains(a.Message, "leafsync.io/") {
+			t.Errorf("%s: event %+v does not say which annotation allows it", name, a)
+		}
+	}
+	// Allowed by the registration: synced.
+	allowed := Admission{ServiceAccounts: []string{"apps/deployer", "kube-system/admin"}, Privileged: true}
+	for name, hp := range refused {
+		in := input(hysteresis.Ready, hp, nil)
+		in.Admission = allowed
+		wantActions(t, Decide(in), AddFinalizer, CreateMember)
+		_ = name
+	}
+	// "namespace/name" allows that one only; "*" any ServiceAccount
+	// outside kube-system.
+	in := input(hysteresis.Ready, withSA("kube-system", "deployer"), nil)
+	in.Admission = Admission{ServiceAccounts: []string{"apps/deployer"}}
+	wantActions(t, Decide(in), Event)
+	in = input(hysteresis.Ready, withSA("apps", "deployer"), nil)
+	in.Admission = Admission{ServiceAccounts: []string{"*"}}
+	wantActions(t, Decide(in), AddFinalizer, CreateMember)
+	in = input(hysteresis.Ready, withSA("kube-system", "admin"), nil)
+	in.Admission = Admission{ServiceAccounts: []string{"*"}}
+	wantActions(t, Decide(in), Event)
+}
+
+func TestParseAdmission(t *testing.T) {
+	a, err := ParseAdmission(map[string]string{AnnotationMemberServiceAccounts: " apps/deployer, ops/backup ,*", AnnotationAllowPrivilegedPods: "true"})
+	if err != nil || strings.Join(a.ServiceAccounts, ",") != "apps/deployer,ops/backup,*" || !a.Privileged {
+		t.Fatalf("%+v %v", a, err)
+	}
+	for _, bad := range []map[string]string{
+		{AnnotationAllowPrivilegedPods: "yes please"},
+		{AnnotationMemberServiceAccounts: "a/b/c"},
+		{AnnotationMemberServiceAccounts: "deployer"},
+		{AnnotationMemberServiceAccounts: "apps/Not_A_Name"},
+	} {
+		if _, err := ParseAdmission(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

@@ -39,6 +39,12 @@ func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, n
 		return err
 	}
 	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelManaged: "true", LabelCluster: ms.cluster}}}
+	if level := ms.c.opts.PodSecurity; level != "" {
+		if m, _, _ := ms.snapshot(); admissionFor(m).Privileged {
+			level = "privileged"
+		}
+		n.Labels["pod-security.kubernetes.io/enforce"] = level
+	}
 	err := member.Retry(ctx, memberRetry, func(ctx context.Context) error {
 		_, err := rt.Client().CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{})
 		return err
