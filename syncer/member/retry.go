@@ -82,12 +82,14 @@ func Retry(ctx context.Context, opts RetryOptions, op func(ctx context.Context) 
 	return err
 }
 
-// IsRetryable reports whether retrying a member call may help: network
-// errors and timeouts, an open breaker, 5xx, 429 (too many requests) and
-// 409 (conflict: the caller re-reads and tries again) are retryable; every
-// other 4xx (bad request, forbidden, not found, invalid, …), TLS and
-// configuration errors, and a cancelled context are permanent. (Retry
-// itself stops when its own context ends.)
+// IsRetryable reports whether retrying a member call at once may help:
+// network errors and timeouts, an open breaker, 502/503/504, 429 (too many
+// requests) and 409 (conflict: the caller re-reads and tries again) are
+// retryable; a 500 (the member's own answer, e.g. its admission webhook
+// failing), every other 4xx (bad request, forbidden, not found, invalid,
+// …), TLS and configuration errors, and a cancelled context are not: the
+// caller's queue retries those with its backoff. (Retry itself stops when
+// its own context ends.)
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
@@ -95,7 +97,7 @@ func IsRetryable(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		switch code := int(status.Status().Code); {
-		case code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500:
+		case code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500 && code != http.StatusInternalServerError:
 			return true
 		case code >= 400:
 			return false

@@ -23,7 +23,10 @@ func TestIsRetryable(t *testing.T) {
 		want bool
 	}{
 		{"nil", nil, false},
-		{"500", apierrors.NewInternalError(errors.New("boom")), true},
+		// A 500 is the member's answer (its admission failing the
+		// request): the caller's queue retries it with backoff; retrying
+		// at once would hold a worker for nothing.
+		{"500", apierrors.NewInternalError(errors.New("boom")), false},
 		{"503", apierrors.NewServiceUnavailable("down"), true},
 		{"429", apierrors.NewTooManyRequests("slow down", 1), true},
 		{"409", apierrors.NewConflict(podsGR, "p", errors.New("changed")), true},

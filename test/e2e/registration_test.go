@@ -425,26 +425,19 @@ func TestRegistration(t *testing.T) {
 		waitStatus(t, f, "member-member-b", "Connected", "MemberConnected", 30*time.Second)
 		f.waitLeafReady(t, leafB, 30*time.Second)
 
-		// A blackholed member answers nothing: without the breaker every
-		// probe would wait out its 1s timeout. While the breaker is open,
-		// probes are rejected without network traffic.
+		// A blackholed member answers nothing. Probes bypass the breaker:
+		// none is refused without reaching the member, each waits out its
+		// own 1s timeout, and that is what the engine sees (the breaker
+		// never stands in for the member's health).
 		beforeBlackhole := scrape(t, ls)
 		if err := b.proxy.Blackhole(); err != nil {
 			t.Fatal(err)
 		}
-		blackholedAt := time.Now()
-		harness.Eventually(t, 30*time.Second, "member-b breaker open (blackhole)", func() error {
-			if st := metricValue(scrape(t, ls), "leafsync_breaker_state", "cluster", "member-b"); st != 2 {
-				return fmt.Errorf("breaker state %v", st)
-			}
-			return nil
-		})
-		openedAfter := time.Since(blackholedAt)
-		atOpen := scrape(t, ls)
-		rejectedAtOpen := metricValue(atOpen, "leafsync_breaker_rejected_total", "cluster", "member-b")
-		harness.Eventually(t, 30*time.Second, "probes of member-b rejected while blackholed", func() error {
-			if r := metricValue(scrape(t, ls), "leafsync_breaker_rejected_total", "cluster", "member-b"); r < rejectedAtOpen+3 {
-				return fmt.Errorf("%v calls rejected since the breaker opened", r-rejectedAtOpen)
+		harness.Eventually(t, 30*time.Second, "member-b probes failing (blackhole)", func() error {
+			m := scrape(t, ls)
+			if n := metricValue(m, "leafsync_probe_results_total", "cluster", "member-b", "result", "network") -
+				metricValue(beforeBlackhole, "leafsync_probe_results_total", "cluster", "member-b", "result", "network"); n < 3 {
+				return fmt.Errorf("%v failed probes", n)
 			}
 			return nil
 		})
@@ -452,34 +445,32 @@ func TestRegistration(t *testing.T) {
 		if err := b.proxy.Heal(); err != nil {
 			t.Fatal(err)
 		}
-		n := metricValue(later, "leafsync_probe_duration_seconds_count", "cluster", "member-b") - metricValue(atOpen, "leafsync_probe_duration_seconds_count", "cluster", "member-b")
-		sum := metricValue(later, "leafsync_probe_duration_seconds_sum", "cluster", "member-b") - metricValue(atOpen, "leafsync_probe_duration_seconds_sum", "cluster", "member-b")
+		healAt = time.Now()
 		bucket := func(m metricSet, le string) float64 {
 			return metricValue(m, "leafsync_probe_duration_seconds_bucket", "cluster", "member-b", "le", le)
 		}
-		// Nothing passes a blackhole: a probe that ends within 100ms was
-		// refused by the breaker, not answered by the member.
-		fast := bucket(later, "0.1") - bucket(atOpen, "0.1")
-		veryFast := bucket(later, "0.005") - bucket(atOpen, "0.005")
-		if n == 0 {
-			t.Fatalf("no probe of member-b completed while its breaker was open")
+		n := metricValue(later, "leafsync_probe_duration_seconds_count", "cluster", "member-b") - metricValue(beforeBlackhole, "leafsync_probe_duration_seconds_count", "cluster", "member-b")
+		sum := metricValue(later, "leafsync_probe_duration_seconds_sum", "cluster", "member-b") - metricValue(beforeBlackhole, "leafsync_probe_duration_seconds_sum", "cluster", "member-b")
+		// The first probe may have been answered just before the blackhole;
+		// the others all waited for it.
+		fast := bucket(later, "0.1") - bucket(beforeBlackhole, "0.1")
+		t.Logf("blackhole: %v probes, mean %s, %v of them in under 100ms (a probe refused by a breaker would take microseconds)",
+			n, time.Duration(sum/n*float64(time.Second)).Round(time.Millisecond), fast)
+		if fast > 1 {
+			t.Errorf("%v probes of a blackholed member ended in under 100ms: something refused them instead of the member", fast)
 		}
-		n0 := metricValue(atOpen, "leafsync_probe_duration_seconds_count", "cluster", "member-b") - metricValue(beforeBlackhole, "leafsync_probe_duration_seconds_count", "cluster", "member-b")
-		sum0 := metricValue(atOpen, "leafsync_probe_duration_seconds_sum", "cluster", "member-b") - metricValue(beforeBlackhole, "leafsync_probe_duration_seconds_sum", "cluster", "member-b")
-		if n0 > 0 {
-			t.Logf("blackhole: before the breaker opened, %v probes took %s on average", n0, time.Duration(sum0/n0*float64(time.Second)).Round(time.Millisecond))
+		if rejected := metricValue(later, "leafsync_breaker_rejected_total", "cluster", "member-b") - metricValue(beforeBlackhole, "leafsync_breaker_rejected_total", "cluster", "member-b"); rejected != 0 {
+			t.Logf("%v other calls to member-b were failed fast by its breaker during the blackhole", rejected)
 		}
-		t.Logf("blackhole: breaker open %s after the blackhole; then %v probes completed while open, %v of them in under 100ms (%v under 5ms), mean %s (a blackholed probe without the breaker waits out the 1s probe timeout)",
-			openedAfter.Round(time.Millisecond), n, fast, veryFast, time.Duration(sum/n*float64(time.Second)).Round(time.Microsecond))
-		if fast == 0 {
-			t.Errorf("no probe of member-b was rejected without waiting for the blackholed member")
-		}
-		harness.Eventually(t, 30*time.Second, "member-b breaker closed after the blackhole heals", func() error {
-			if st := metricValue(scrape(t, ls), "leafsync_breaker_state", "cluster", "member-b"); st != 0 {
+		harness.Eventually(t, 30*time.Second, "member-b breaker closed and probes OK after the blackhole heals", func() error {
+			m := scrape(t, ls)
+			if st := metricValue(m, "leafsync_breaker_state", "cluster", "member-b"); st != 0 {
 				return fmt.Errorf("breaker state %v", st)
 			}
 			return nil
 		})
+		waitStatus(t, f, "member-member-b", "Connected", "MemberConnected", 30*time.Second)
+		t.Logf("member-b Connected again %s after the blackhole healed", time.Since(healAt).Round(time.Millisecond))
 	})
 }
 
