@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
@@ -367,16 +368,18 @@ func (ms *memberSync) snapshot() (clusters.Member, string, cache.SharedIndexInfo
 	return ms.member, ms.leaf, ms.host
 }
 
-func (ms *memberSync) synced() bool {
-	m, _, host := ms.snapshot()
-	return host.HasSynced() && m.Runtime.HasSynced()
+func (ms *memberSync) hostSynced() bool {
+	_, _, host := ms.snapshot()
+	return host.HasSynced()
 }
 
-// loop waits for the caches, then looks at every pod on a state change
+// loop waits for the host cache (not the member's: a member down since
+// start-up never syncs, and pods bound to its leaf must still be owed and
+// reaped), then looks at every pod on a state change
 // and every Resync, when it also refreshes and garbage-collects the
 // ConfigMaps and Secrets in the member.
 func (ms *memberSync) loop(ctx context.Context) {
-	for !ms.synced() {
+	for !ms.hostSynced() {
 		select {
 		case <-ctx.Done():
 			return
@@ -481,7 +484,20 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		return 0, nil
 	}
 	m, leaf, host := ms.snapshot()
-	if !host.HasSynced() || !m.Runtime.HasSynced() {
+	if !host.HasSynced() {
+		return time.Second, nil
+	}
+	st, ok := c.opts.Registry.Hysteresis(k.Cluster)
+	if !ok {
+		return 0, nil
+	}
+	// A member confirmed down is decided from the host pod and the record
+	// alone (Decide trusts no member cache then): after a restart mid-outage
+	// the member's caches never sync, and owing and reaping must not wait
+	// for them. Otherwise the member cache must have synced.
+	down := st.State == hysteresis.NotReady || st.State == hysteresis.Recovering
+	memberSynced := m.Runtime.HasSynced()
+	if !memberSynced && !down {
 		return time.Second, nil
 	}
 	node, err := c.opts.LeafNodes.Lister().Get(leaf)
@@ -493,10 +509,6 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		metrics.PodSyncDurationVec.WithLabelValues(k.Cluster).Observe(time.Since(start).Seconds())
 		c.updateGauges(k.Cluster, host)
 	}()
-	st, ok := c.opts.Registry.Hysteresis(k.Cluster)
-	if !ok {
-		return 0, nil
-	}
 	// Pending deletes must be read from the store before anything is
 	// decided: without them an owed delete would look like an orphan.
 	if !c.opts.Keeper.Known(k.Cluster) {
@@ -510,13 +522,14 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 			hp = p.DeepCopy()
 		}
 	}
-	mp, err := m.Runtime.PodLister().Pods(k.Namespace).Get(k.Name)
-	if apierrors.IsNotFound(err) {
-		mp = nil
-	} else if err != nil {
-		return 0, err
-	} else {
-		mp = mp.DeepCopy()
+	var mp *corev1.Pod
+	if memberSynced {
+		switch p, err := m.Runtime.PodLister().Pods(k.Namespace).Get(k.Name); {
+		case err == nil:
+			mp = p.DeepCopy()
+		case !apierrors.IsNotFound(err):
+			return 0, err
+		}
 	}
 	var records []store.PendingDelete
 	for _, r := range c.opts.Keeper.State(k.Cluster).Deletes {

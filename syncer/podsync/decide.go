@@ -437,10 +437,6 @@ func decideLive(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
-	if reason, msg := notRun(in); reason != "" && !isTerminal(hp) {
-		decideNotRun(in, rel, reason, msg, p)
-		return
-	}
 	if isTerminal(hp) {
 		switch {
 		case rel == relSame && st.LeafReady():
@@ -452,6 +448,10 @@ func decideLive(in Input, p *Plan) {
 	}
 	if !st.LeafReady() {
 		return // member confirmed down: nothing to write; a state change looks again
+	}
+	if reason, msg := notRun(in); reason != "" {
+		decideNotRun(in, rel, reason, msg, p)
+		return
 	}
 	switch rel {
 	case relNone:

@@ -75,3 +75,44 @@ func TestPodSyncFailover(t *testing.T) {
 	}
 	waitOneToOne(t, f, "member-b", leafB, 10*time.Second)
 }
+
+// TestPodSyncFailoverAcrossRestart: leafsync restarts in the middle of a
+// real outage, before the evictions. The new process never reaches the
+// member, so its member caches never sync; owing and reaping must not need
+// them. The StatefulSet's pods still move to the other member within
+// notReadyAfter + tolerationSeconds + reapAfter + the restart (+ margin).
+// (Before, the new process waited for the member's caches and nothing was
+// owed or reaped until the member came back.)
+func TestPodSyncFailoverAcrossRestart(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a", "member-b")
+	a := f.members["member-a"]
+	const leafA, leafB = "leaf-member-a", "leaf-member-b"
+	first := f.startLeafsync(t, "leafsync-1")
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leafA, time.Minute)
+	db := leafWorkload("db", 2, leafA, leafB)
+	db.TolerationSeconds = 8 // room for the restart before the evictions
+	f.createWorkloads(t, nil, []harness.LeafWorkload{db})
+	waitHostPodsReady(t, f, "app=db", 2, 90*time.Second, leafA)
+	f.register(t, "member-b", nil)
+	f.waitLeafReady(t, leafB, time.Minute)
+	waitOneToOne(t, f, "member-a", leafA, 10*time.Second)
+
+	a.proxy.Cut()
+	cutAt := time.Now()
+	f.waitLeafNotReady(t, leafA, notReadyAfter+probeInterval+writeSlack+10*time.Second)
+	first.Kill()
+	killedAt := time.Now()
+	time.Sleep(2 * time.Second)
+	f.startLeafsync(t, "leafsync-2")
+	restart := time.Since(killedAt)
+	bound := notReadyAfter + time.Duration(db.TolerationSeconds)*time.Second + reapAfter + restart + failoverMargin
+	waitHostPodsReady(t, f, "app=db", 2, bound+60*time.Second, leafB)
+	took := time.Since(cutAt)
+	t.Logf("StatefulSet pods Running and Ready on %s %s after member-a was cut, leafsync restarted mid-outage (down %s) (bound %s)",
+		leafB, took.Round(time.Millisecond), restart.Round(time.Millisecond), bound)
+	if took > bound {
+		t.Errorf("fail-over across a restart took %s, beyond %s", took.Round(time.Millisecond), bound)
+	}
+	waitOneToOne(t, f, "member-b", leafB, 10*time.Second)
+}
