@@ -64,7 +64,9 @@ type Action struct {
 	Grace *int64
 	// Record is Record's pending delete.
 	Record store.PendingDelete
-	// HostUID is DropRecord's key.
+	// HostUID is DropRecord's key; on DeleteMember, the host pod UID the
+	// member pod must still carry (label leafsync.io/host-uid) when it is
+	// deleted: a pod adopted meanwhile for a new host pod is not.
 	HostUID string
 	// Persist makes FinishHost wait until the Keeper has written.
 	Persist bool
@@ -285,7 +287,7 @@ func Decide(in Input) Plan {
 }
 
 func (in Input) del(mp *corev1.Pod, grace *int64, reason, msg string) Action {
-	return Action{Type: DeleteMember, MemberUID: mp.UID, Grace: grace, Reason: reason, Message: msg}
+	return Action{Type: DeleteMember, MemberUID: mp.UID, HostUID: mp.Labels[LabelHostUID], Grace: grace, Reason: reason, Message: msg}
 }
 
 // decideRecord handles a pending delete whose host pod is gone (or was

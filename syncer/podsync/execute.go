@@ -395,17 +395,44 @@ func (x *execution) createMember(ctx context.Context) error {
 	return err
 }
 
+// deleteMember deletes a member pod, fenced: this replica must still be the
+// state store's writer (a deposed leader resumed after a pause acts on
+// stale caches), a fresh read must show the same pod still carrying the
+// host UID the decision was about (not adopted meanwhile for a new host
+// pod), and the delete is conditional on that read's UID and
+// resourceVersion.
 func (x *execution) deleteMember(ctx context.Context, a Action) error {
-	rt := x.m.Runtime
-	uid := a.MemberUID
+	if err := x.c.opts.Keeper.CheckWriter(ctx); err != nil {
+		return fmt.Errorf("not deleting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
+	}
+	pods := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace)
+	var cur *corev1.Pod
 	err := member.Retry(ctx, memberRetry, func(ctx context.Context) error {
-		return rt.Client().CoreV1().Pods(x.key.Namespace).Delete(ctx, x.key.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: a.Grace,
-			Preconditions:      &metav1.Preconditions{UID: &uid},
-		})
+		var err error
+		cur, err = pods.Get(ctx, x.key.Name, metav1.GetOptions{})
+		return err
 	})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.UID != a.MemberUID || (a.HostUID != "" && cur.Labels[LabelHostUID] != a.HostUID) {
+		x.c.log.Info("member pod changed since the decision; not deleting it", "cluster", x.key.Cluster, "pod", x.key.Namespace+"/"+x.key.Name,
+			"memberUID", string(cur.UID), "wantUID", string(a.MemberUID), "hostUID", cur.Labels[LabelHostUID], "wantHostUID", a.HostUID)
+		return requeueError{after: waitShort, why: "member pod changed since the decision"}
+	}
+	uid, rv := cur.UID, cur.ResourceVersion
+	err = pods.Delete(ctx, x.key.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: a.Grace,
+		Preconditions:      &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return requeueError{after: 200 * time.Millisecond, why: "member pod changed while being deleted"}
 	}
 	return err
 }
@@ -427,6 +454,11 @@ func (x *execution) patchMember(ctx context.Context, uid types.UID, patch map[st
 // adopt relabels the member pod for the current host pod: the host pod's
 // labels and leafsync's annotations, with the new host UID.
 func (x *execution) adopt(ctx context.Context, uid types.UID) error {
+	// Only the writer adopts: a deposed leader must not relabel a pod the
+	// new one decides about.
+	if err := x.c.opts.Keeper.CheckWriter(ctx); err != nil {
+		return fmt.Errorf("not adopting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
+	}
 	want, _ := MemberPod(x.hp, x.key.Cluster, x.leaf)
 	lbls := map[string]any{}
 	for k := range x.mp.Labels {

@@ -215,6 +215,44 @@ func (k *Keeper) absorbLocked(cluster string, st ClusterState, v Version) {
 		e.mem = clone(st)
 	}
 	e.base, e.version, e.known = clone(st), v, true
+	if v != "" && !e.gone && (k.term == 0 || st.Term != k.term) {
+		// Claim the record: write it back with this Keeper's term, so that
+		// an older writer still running (a leader resumed after a pause)
+		// conflicts on its next write, finds the newer term and is fenced,
+		// instead of writing over a record this Keeper has only read.
+		if !e.dirty {
+			e.dirty, e.dirtyAt = true, k.opts.Now()
+		}
+		e.seq++
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// CheckWriter confirms, with one read of the store's term, that this Keeper
+// is still the writer: its term is taken and no newer one was handed out.
+// Destructive calls (deleting a member pod) check it first, so that a
+// deposed leader resumed after a pause cannot act on its stale caches.
+func (k *Keeper) CheckWriter(ctx context.Context) error {
+	if err := k.ensureTerm(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	cur, err := k.store.Term(cctx)
+	cancel()
+	k.called("term", "", start, err)
+	if err != nil {
+		return fmt.Errorf("checking the writer term: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cur > k.term && k.fenced == nil {
+		k.fenced = fmt.Errorf("%w (store term %d, ours %d)", ErrFenced, cur, k.term)
+	}
+	return k.fenced
 }
 
 // Known reports whether a cluster's record has been read (or written) by

@@ -249,19 +249,17 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := leader.Flush(ctx); err != nil { // takes the newer term
-		t.Fatal(err)
-	}
-	// The old leader, in its last moments, executes p0 and records p2;
-	// the new one has not written a yet, so no conflict for the old one.
+	// The old leader, in its last moments, executes p0 and records p2,
+	// before the new one has claimed the record (taken its term, written
+	// the record back), so no conflict for the old one.
 	old.Update("a", func(st *store.ClusterState) {
 		st.Deletes = []store.PendingDelete{owed("p1"), owed("p2")}
 	})
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The new leader records p3 and checkpoints its engine: its write
-	// conflicts, the record is by an older term, so it merges.
+	// The new leader records p3 and checkpoints its engine: its write (the
+	// claim) conflicts, the record is by an older term, so it merges.
 	leader.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"by":"new"}`)
 		st.Deletes = append(st.Deletes, owed("p3"))
@@ -467,5 +465,50 @@ func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 	}
 	if got := fmt.Sprint(names(k.State("a").Deletes)); got != "[p0]" {
 		t.Errorf("memory: %s, want [p0]", got)
+	}
+}
+
+// A new leader that has only read a record claims it (writes it back with
+// its term), so an older writer resumed after a pause is fenced at its next
+// write instead of silently overwriting the record; and CheckWriter tells
+// the old one, before any destructive call, that it is no longer the writer.
+func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p0"), owed("p1")} })
+	if err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.CheckWriter(ctx); err != nil {
+		t.Fatalf("the only writer: %v", err)
+	}
+	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	if _, err := leader.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if leader.Written("a") {
+		t.Fatal("a record read from an older writer is not claimed")
+	}
+	if err := leader.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec := mustGet(t, m, "a"); rec.Writer != "new" {
+		t.Fatalf("record not claimed: writer %q", rec.Writer)
+	}
+	// The old leader, resumed with stale memory, drops p0: fenced, nothing
+	// written, and CheckWriter says so before it deletes anything.
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("old writer's flush after the claim: %v, want ErrFenced", err)
+	}
+	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[p0 p1]" {
+		t.Errorf("record %s, want [p0 p1]", got)
+	}
+	if err := old.CheckWriter(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("CheckWriter of the deposed writer: %v, want ErrFenced", err)
+	}
+	if err := leader.CheckWriter(ctx); err != nil {
+		t.Errorf("CheckWriter of the leader: %v", err)
 	}
 }
