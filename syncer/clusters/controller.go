@@ -380,11 +380,11 @@ const leafNameRetry = 30 * time.Second
 
 // checkLeafName refuses a leaf name leafsync may not use. leafsync writes,
 // renews and deletes only Nodes (and their Leases and pods) it owns:
+//   - a leaf name another cluster's registration uses goes to the older
+//     Secret, so the first owner is never disturbed;
 //   - a Node of that name that is not this cluster's leaf (no label
 //     leafsync.io/cluster=<cluster>: a real worker, another tool's node) is
 //     never taken over;
-//   - a leaf name another cluster's registration uses goes to the older
-//     Secret, so the first owner is never disturbed;
 //   - a running member's leaf is not renamed while pods are bound to it
 //     (they would be stranded on a leaf nobody serves).
 func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *registration.Spec) (Phase, error) {
@@ -393,19 +393,6 @@ func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *
 		reader = c.client
 	}
 	leaf := spec.LeafName
-	var node corev1.Node
-	switch err := reader.Get(ctx, types.NamespacedName{Name: leaf}, &node); {
-	case err == nil && node.Labels[registration.LabelCluster] != spec.Cluster:
-		owner := "it is not a leafsync leaf"
-		if o := node.Labels[registration.LabelCluster]; o != "" {
-			owner = fmt.Sprintf("it is the leaf of cluster %q", o)
-		}
-		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf(
-			"Node %s exists and %s: leafsync never writes, renews or deletes a Node it does not own; choose another %s",
-			leaf, owner, registration.AnnotationLeafName)}
-	case err != nil && !apierrors.IsNotFound(err):
-		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf("cannot check that Node %s is free: %v", leaf, err)}
-	}
 	var list corev1.SecretList
 	if err := c.client.List(ctx, &list, client.InNamespace(c.opts.Namespace), client.HasLabels{registration.LabelCluster}); err != nil {
 		return PhaseRefused, &registration.Error{Reason: ReasonDuplicateLeafName, Message: fmt.Sprintf("cannot list registrations: %v", err)}
@@ -419,6 +406,19 @@ func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *
 		return PhaseDuplicate, &registration.Error{Reason: ReasonDuplicateLeafName, Message: fmt.Sprintf(
 			"Secret %s, created earlier, registers cluster %q with the same leaf name %s, so this Secret is ignored; give one of them another %s",
 			client.ObjectKeyFromObject(o), other, leaf, registration.AnnotationLeafName)}
+	}
+	var node corev1.Node
+	switch err := reader.Get(ctx, types.NamespacedName{Name: leaf}, &node); {
+	case err == nil && node.Labels[registration.LabelCluster] != spec.Cluster:
+		owner := "it is not a leafsync leaf"
+		if o := node.Labels[registration.LabelCluster]; o != "" {
+			owner = fmt.Sprintf("it is the leaf of cluster %q", o)
+		}
+		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf(
+			"Node %s exists and %s: leafsync never writes, renews or deletes a Node it does not own; choose another %s",
+			leaf, owner, registration.AnnotationLeafName)}
+	case err != nil && !apierrors.IsNotFound(err):
+		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf("cannot check that Node %s is free: %v", leaf, err)}
 	}
 	if m, ok := c.reg.Member(spec.Cluster); ok && m.Spec.LeafName != leaf {
 		var pods corev1.PodList

@@ -647,6 +647,11 @@ func TestDuplicateLeafNameOlderWins(t *testing.T) {
 	shared := map[string]string{registration.AnnotationLeafName: "leaf-shared"}
 	e.create("first", "east", e.srv.Kubeconfig("token"), shared, time.Hour)
 	e.create("second", "west", e.srv.Kubeconfig("token"), shared, time.Minute)
+	// The first owner's leaf exists: the second is still a Duplicate (the
+	// registration conflict is reported, not just a taken Node).
+	if err := e.c.Create(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf-shared", Labels: map[string]string{registration.LabelCluster: "east"}}}); err != nil {
+		t.Fatal(err)
+	}
 	e.mustReconcile("second")
 	e.mustReconcile("first")
 	if got := e.phase("second"); got != "Duplicate/"+ReasonDuplicateLeafName {
@@ -665,6 +670,9 @@ func TestDuplicateLeafNameOlderWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustReconcile("first")
+	if err := e.c.Delete(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf-shared"}}); err != nil {
+		t.Fatal(err) // the leaf-node cleanup hook's work, not run in this test
+	}
 	e.mustReconcile("second")
 	if _, ok := e.ctl.Registry().Member("west"); !ok {
 		t.Errorf("the second did not take over: %s", e.phase("second"))
