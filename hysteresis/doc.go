@@ -74,13 +74,15 @@
 // With probes every probeInterval, a continuous outage therefore yields
 // NotReady at the first observation at least notReadyAfter after the first
 // failed one: no later than notReadyAfter + probeInterval after the outage
-// began, counted in observations. Measured from the moment the link dies,
-// add the probe timeout: a blackholed member's first failed probe is
-// observed when its timeout expires, so the leaf is NotReady no later than
-// notReadyAfter + probeInterval + probeTimeout after the cut (98s with the
-// defaults; the e2e test TestBlackholeNotReadyBound checks it). Probes
-// bypass the member's circuit breaker, so an open breaker neither delays
-// this bound nor stretches a recovery.
+// began, counted in observations (the extra probe interval is real: probe
+// times jitter by milliseconds, so notReadyAfter/probeInterval intervals
+// can add up to a hair less than notReadyAfter). Measured from the moment
+// the link dies, add up to one probe interval before the next probe starts
+// and the probe timeout it then waits out: a blackholed member's leaf is
+// NotReady no later than notReadyAfter + 2×probeInterval + probeTimeout
+// after the cut (103s with the defaults; measured 102.8s by the e2e test
+// TestBlackholeNotReadyBound). Probes bypass the member's circuit breaker,
+// so an open breaker neither delays this bound nor stretches a recovery.
 //
 // # Availability
 //

@@ -374,8 +374,10 @@ func TestMassDisconnectBounded(t *testing.T) {
 // TestBlackholeNotReadyBound: with production thresholds (probe 5s,
 // probeTimeout 3s, notReadyAfter 90s), a blackholed member's leaf goes
 // NotReady no earlier than notReadyAfter and no later than notReadyAfter +
-// probeInterval + probeTimeout after the cut (the first failed probe ends
-// at most that long after it), plus the write path.
+// 2×probeInterval + probeTimeout after the cut (the next probe starts within
+// a probe interval and waits out its timeout; the engine then needs
+// notReadyAfter of evidence, reached within one more probe interval), plus
+// the write path.
 func TestBlackholeNotReadyBound(t *testing.T) {
 	const (
 		prodProbe    = 5 * time.Second
@@ -404,10 +406,10 @@ func TestBlackholeNotReadyBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := time.Now()
-	bound := prodNotReady + prodProbe + prodTimeout
+	bound := prodNotReady + 2*prodProbe + prodTimeout
 	f.waitLeafNotReady(t, leaf, bound+writeSlack+30*time.Second)
 	took := firstNotReady(rec.observations(t)).Sub(cut)
-	t.Logf("blackholed member's leaf NotReady %s after the cut (bound notReadyAfter %s + probe interval %s + probe timeout %s = %s)",
+	t.Logf("blackholed member's leaf NotReady %s after the cut (bound notReadyAfter %s + 2×probe interval %s + probe timeout %s = %s)",
 		took.Round(time.Millisecond), prodNotReady, prodProbe, prodTimeout, bound)
 	if took < prodNotReady {
 		t.Errorf("NotReady %s after the cut, before notReadyAfter", took)
