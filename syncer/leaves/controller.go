@@ -402,9 +402,15 @@ func (l *leaf) recordTransition(tr hysteresis.Transition) {
 		return
 	}
 	ref := &corev1.ObjectReference{Kind: "Node", Name: l.name, UID: "", APIVersion: "v1"}
+	// Reasons are distinct per kind of change: the events API folds events
+	// of the same reason on one object into a series that keeps the first
+	// note, so a recovery must not share the reason of a suppressed flap.
 	typ, reason := corev1.EventTypeNormal, "Leaf"+tr.To.String()
-	if tr.To == hysteresis.NotReady {
+	switch {
+	case tr.To == hysteresis.NotReady:
 		typ = corev1.EventTypeWarning
+	case tr.From == hysteresis.Suspect && tr.To == hysteresis.Ready:
+		reason = "LeafFlapSuppressed"
 	}
 	if tr.From == tr.To {
 		reason = "LeafUncordoned"

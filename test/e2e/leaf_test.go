@@ -176,8 +176,12 @@ func TestLeafNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "Node" && e.Regarding.Name == leaf && e.Reason == "LeafReady" && e.EventTime.After(healAt) {
-				if d := e.EventTime.Sub(healAt); decided == 0 || d < decided {
+			at := e.EventTime.Time // the first of a series; the latest is LastObservedTime
+			if e.Series != nil && e.Series.LastObservedTime.After(at) {
+				at = e.Series.LastObservedTime.Time
+			}
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == leaf && e.Reason == "LeafReady" && at.After(healAt) {
+				if d := at.Sub(healAt); decided == 0 || d < decided {
 					decided = d
 				}
 			}

@@ -37,10 +37,11 @@ var DefaultTestTimings = Timings{
 
 // HostControllers are the KCM controllers a host runs: node lifecycle and
 // taint eviction (the failure leafsync prevents), the workload controllers
-// that replace evicted pods, pod GC, and what service accounts need.
+// that replace evicted pods (and the DaemonSets that land on leaves), jobs,
+// pod GC, and what service accounts need.
 var HostControllers = []string{
 	"nodelifecycle", "taint-eviction-controller", "replicaset", "deployment",
-	"statefulset", "podgc", "garbagecollector", "namespace",
+	"statefulset", "daemonset", "job", "podgc", "garbagecollector", "namespace",
 	"serviceaccount", "serviceaccount-token", "root-ca-cert-publisher",
 }
 
