@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -165,4 +166,63 @@ func TestPodRules(t *testing.T) {
 			t.Errorf("evictions under a user taint deferred as stale: %v", deferred)
 		}
 	})
+}
+
+// TestStaleEvictionOfAJobPod: an outage long enough for the taint manager
+// to evict, then the member comes back. The Job's evicted pod has a
+// replacement already (the Job controller made it), so its member copy is
+// deleted as soon as the member is Ready, not kept next to the replacement
+// (the work would run twice, then be killed mid-run).
+func TestStaleEvictionOfAJobPod(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	member := f.members["member-a"]
+	hc := f.host.Client()
+	ctx := context.Background()
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	const leaf = "leaf-member-a"
+	f.waitLeafReady(t, leaf, time.Minute)
+
+	w := leafWorkload("report", 1, leaf)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: appsNS},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](3),
+			Template:     w.PodTemplate(),
+		},
+	}
+	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if _, err := hc.BatchV1().Jobs(appsNS).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitHostPodsReady(t, f, "app=report", 1, time.Minute, leaf)
+	old := map[string]corev1.Pod{}
+	for _, p := range listPods(t, member.Cluster, "app=report") {
+		old[p.Labels["app"]] = p
+	}
+	if len(old) != 1 {
+		t.Fatalf("member pods: %v", old)
+	}
+
+	member.proxy.Cut()
+	harness.Eventually(t, notReadyAfter+tolerationSeconds*time.Second+reapAfter+30*time.Second, "the Job's host pod evicted", func() error {
+		for _, app := range []string{"report"} {
+			pods, err := hc.CoreV1().Pods(appsNS).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+			if err != nil {
+				return err
+			}
+			for _, p := range pods.Items {
+				if p.Annotations[podsync.AnnotationMemberUID] == string(old[app].UID) && p.DeletionTimestamp == nil {
+					return fmt.Errorf("%s's host pod not evicted yet", app)
+				}
+			}
+		}
+		return nil
+	})
+	if err := member.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	healAt := time.Now()
+	waitGone(t, member.Client(), old["report"].Name, old["report"].UID)
+	t.Logf("the Job's stale member pod deleted %s after the heal (readyAfter %s)", time.Since(healAt).Round(time.Millisecond), readyAfter)
 }
