@@ -224,10 +224,7 @@ func (k *Keeper) absorbLocked(cluster string, st ClusterState, v Version) {
 			e.dirty, e.dirtyAt = true, k.opts.Now()
 		}
 		e.seq++
-		select {
-		case k.kick <- struct{}{}:
-		default:
-		}
+		k.signal()
 	}
 }
 
@@ -239,13 +236,19 @@ func (k *Keeper) CheckWriter(ctx context.Context) error {
 	if err := k.ensureTerm(ctx); err != nil {
 		return err
 	}
+	return k.checkTerm(ctx)
+}
+
+// checkTerm reads the store's term: a newer one than this Keeper's fences
+// it for good.
+func (k *Keeper) checkTerm(ctx context.Context) error {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	cur, err := k.store.Term(cctx)
 	cancel()
 	k.called("term", "", start, err)
 	if err != nil {
-		return fmt.Errorf("checking the writer term: %w", err)
+		return fmt.Errorf("reading the writer term: %w", err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -631,22 +634,9 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 // resolve handles a conflicting write: fenced if a newer term exists,
 // otherwise the record (changed by an older writer) is read and merged.
 func (k *Keeper) resolve(ctx context.Context, cluster string) error {
-	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
-	cur, err := k.store.Term(cctx)
-	cancel()
-	k.called("term", "", start, err)
-	if err != nil {
+	if err := k.checkTerm(ctx); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	if cur > k.term {
-		k.fenced = fmt.Errorf("%w (store term %d, ours %d)", ErrFenced, cur, k.term)
-		err := k.fenced
-		k.mu.Unlock()
-		return err
-	}
-	k.mu.Unlock()
 	theirs, v, err := k.get(ctx, cluster)
 	if err != nil {
 		return err
