@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/syncer/podsync"
@@ -204,6 +205,7 @@ func TestStaleEvictionOfAJobPod(t *testing.T) {
 		t.Fatalf("member pods: %v", old)
 	}
 
+	rec := recordPods(t, member.Cluster, "app=report")
 	member.proxy.Cut()
 	harness.Eventually(t, notReadyAfter+tolerationSeconds*time.Second+reapAfter+30*time.Second, "the Job's host pod evicted", func() error {
 		for _, app := range []string{"report"} {
@@ -225,4 +227,26 @@ func TestStaleEvictionOfAJobPod(t *testing.T) {
 	healAt := time.Now()
 	waitGone(t, member.Client(), old["report"].Name, old["report"].UID)
 	t.Logf("the Job's stale member pod deleted %s after the heal (readyAfter %s)", time.Since(healAt).Round(time.Millisecond), readyAfter)
+	// The replacement runs in the member...
+	waitHostPodsReady(t, f, "app=report", 1, time.Minute, leaf)
+	// ...and never at the same time as the old pod: in every watched
+	// version, the old pod was being deleted before any other Job pod ran.
+	var oldEnds, newRuns time.Time
+	for _, e := range rec.events(t) {
+		switch {
+		case e.pod.UID == old["report"].UID:
+			if oldEnds.IsZero() && (e.pod.DeletionTimestamp != nil || e.typ == watch.Deleted) {
+				oldEnds = e.at
+			}
+		case newRuns.IsZero() && e.pod.Status.Phase == corev1.PodRunning && e.pod.DeletionTimestamp == nil:
+			newRuns = e.at
+		}
+	}
+	if oldEnds.IsZero() || newRuns.IsZero() {
+		t.Fatalf("old pod's deletion seen at %v, replacement running at %v", oldEnds, newRuns)
+	}
+	t.Logf("old member pod deleted %s before its replacement ran", newRuns.Sub(oldEnds).Round(time.Millisecond))
+	if newRuns.Before(oldEnds) {
+		t.Errorf("the Job ran twice: its replacement ran in the member %s before the old pod was deleted", oldEnds.Sub(newRuns).Round(time.Millisecond))
+	}
 }
