@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/syncer/registration"
@@ -155,4 +156,64 @@ func TestLeafOwnership(t *testing.T) {
 			t.Errorf("%d pods duplicated into member-a", len(pods.Items))
 		}
 	})
+}
+
+// TestLeafRenameWithPods: renaming a member's leaf while pods are bound to
+// it is refused (the member keeps its leaf, the pods keep running); once
+// the pods are gone the rename applies. No pod is left Terminating on a
+// leaf nobody serves, and no member pod is orphaned. (Before, the rename
+// deleted the old leaf at once and stranded its pods behind leafsync's
+// finalizer.)
+func TestLeafRenameWithPods(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	hc := f.host.Client()
+	ctx := context.Background()
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	const leaf, renamed = "leaf-member-a", "leaf-renamed"
+	f.waitLeafReady(t, leaf, time.Minute)
+	f.createWorkloads(t, []harness.LeafWorkload{leafWorkload("web", 2, leaf)}, nil)
+	pods := waitHostPodsReady(t, f, "app=web", 2, time.Minute, leaf)
+	memberBefore := listPods(t, f.members["member-a"].Cluster, "app=web")
+	waitStatus(t, f, "member-member-a", "Connected", "MemberConnected", 30*time.Second)
+
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, registration.AnnotationLeafName, renamed)
+	if _, err := hc.CoreV1().Secrets(leafsyncNamespace).Patch(ctx, "member-member-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "the rename refused while pods are on the leaf", func() error {
+		if got := f.secretPhase(t, "member-member-a"); !strings.HasSuffix(got, "/LeafRenameWithPods") {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+	if got := harness.NodeReady(f.node(t, leaf)); got != corev1.ConditionTrue {
+		t.Errorf("the old leaf is Ready=%s while the rename is refused", got)
+	}
+	for _, p := range waitHostPodsReady(t, f, "app=web", 2, 10*time.Second, leaf) {
+		if p.UID != findPod(pods, p.Name).UID {
+			t.Errorf("host pod %s replaced while the rename was refused", p.Name)
+		}
+	}
+	for _, mp := range listPods(t, f.members["member-a"].Cluster, "app=web") {
+		if mp.UID != findPod(memberBefore, mp.Name).UID {
+			t.Errorf("member pod %s replaced while the rename was refused", mp.Name)
+		}
+	}
+
+	// The pods go: the rename applies.
+	if err := hc.AppsV1().Deployments(appsNS).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "no pod left on the old leaf", func() error {
+		if n := len(listPods(t, f.host, "app=web")); n != 0 {
+			return fmt.Errorf("%d host pods left (Terminating: stranded?)", n)
+		}
+		return nil
+	})
+	f.waitLeafReady(t, renamed, 90*time.Second)
+	f.waitGone(t, "the old leaf", func() error { _, err := hc.CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{}); return err })
+	if n := len(listPods(t, f.members["member-a"].Cluster, "app=web")); n != 0 {
+		t.Errorf("%d member pods orphaned by the rename", n)
+	}
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/syncer/store/kubestore"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -86,5 +88,75 @@ func TestPodSyncOwedDeleteSurvivesRestart(t *testing.T) {
 	}
 	if mp1.UID != memberBefore["db-1"].UID || findPod(after, "db-1").UID != findPod(before, "db-1").UID {
 		t.Errorf("db-1, never deleted, was replaced: member uid %s (before %s)", mp1.UID, memberBefore["db-1"].UID)
+	}
+}
+
+// TestPodSyncOwedDeleteSurvivesDeletedRecord: a user deletes a StatefulSet
+// pod while its member is down; the delete is owed and recorded. Then the
+// member's state ConfigMap is deleted by hand. The record is rebuilt from
+// memory at the next write (owed delete included), and when the member
+// comes back the old member pod is deleted, not adopted. (Before, the
+// deleted record was merged with nothing and the owed delete dropped.)
+func TestPodSyncOwedDeleteSurvivesDeletedRecord(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	member := f.members["member-a"]
+	hc := f.host.Client()
+	ctx := context.Background()
+	const leaf = "leaf-member-a"
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leaf, time.Minute)
+	db := leafWorkload("db", 1, leaf)
+	db.TolerationSeconds = 3600 // no eviction: the only delete is the user's
+	f.createWorkloads(t, nil, []harness.LeafWorkload{db})
+	before := waitHostPodsReady(t, f, "app=db", 1, 90*time.Second, leaf)
+	waitOneToOne(t, f, "member-a", leaf, 10*time.Second)
+	memberBefore := listPods(t, member.Cluster, "app=db")[0]
+
+	member.proxy.Cut()
+	if err := hc.CoreV1().Pods(appsNS).Delete(ctx, "db-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const record = "leafsync-state-member-a"
+	owedIn := func() (bool, error) {
+		cm, err := hc.CoreV1().ConfigMaps(leafsyncNamespace).Get(ctx, record, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return strings.Contains(cm.Data[kubestore.KeyState], string(findPod(before, "db-0").UID)), nil
+	}
+	harness.Eventually(t, notReadyAfter+reapAfter+30*time.Second, "the owed delete recorded", func() error {
+		if ok, err := owedIn(); err != nil || !ok {
+			return fmt.Errorf("not in %s yet (%v)", record, err)
+		}
+		return nil
+	})
+	if err := hc.CoreV1().ConfigMaps(leafsyncNamespace).Delete(ctx, record, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deletedAt := time.Now()
+	harness.Eventually(t, 30*time.Second, "the record rebuilt with the owed delete", func() error {
+		if ok, err := owedIn(); err != nil || !ok {
+			return fmt.Errorf("not rebuilt yet (%v)", err)
+		}
+		return nil
+	})
+	t.Logf("record rebuilt with its owed delete %s after it was deleted", time.Since(deletedAt).Round(time.Millisecond))
+
+	if err := member.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	f.waitLeafReady(t, leaf, readyAfter+probeInterval+writeSlack+30*time.Second)
+	after := waitHostPodsReady(t, f, "app=db", 1, 90*time.Second, leaf)
+	waitOneToOne(t, f, "member-a", leaf, 30*time.Second)
+	mp, err := member.Client().CoreV1().Pods(appsNS).Get(ctx, "db-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp.UID == memberBefore.UID {
+		t.Errorf("member pod db-0 was adopted (uid %s): the owed user delete was lost with the record", mp.UID)
+	}
+	if mp.Labels[podsync.LabelHostUID] != string(findPod(after, "db-0").UID) {
+		t.Errorf("member pod db-0 is for host uid %s, host pod is %s", mp.Labels[podsync.LabelHostUID], findPod(after, "db-0").UID)
 	}
 }
