@@ -113,7 +113,7 @@ var (
 		Help:   "Time a member has spent in each state.",
 		Labels: []string{"cluster", "state"}})
 	MassDisconnect = spec(Spec{Group: "Readiness engine", Name: "leafsync_mass_disconnect_active", Kind: Gauge,
-		Help: "1 while the mass-disconnect guard holds: so many members fail at once that the fault is most likely leafsync's own, and no member is made NotReady."})
+		Help: "1 while the mass-disconnect guard holds: so many members fail at once that the fault is most likely leafsync's own; a failing member is kept out of NotReady for at most massHoldMax, then released one per massReleaseInterval."})
 	BreakerState = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_state", Kind: Gauge,
 		Help:   "State of a member's circuit breaker: 0 closed, 1 half-open, 2 open (calls fail fast).",
 		Labels: []string{"cluster"}})
