@@ -14,22 +14,25 @@ import (
 	"github.com/leafsync/leafsync/test/harness"
 )
 
+// leader is the identity holding leafsync's leader-election Lease.
+func (f *fleet) leader(ctx context.Context) (string, error) {
+	l, err := f.host.Client().CoordinationV1().Leases(leafsyncNamespace).Get(ctx, "leafsync-leader", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return "", fmt.Errorf("no holder")
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
 // TestLeaderHandover kills the leader replica: the standby takes over the
 // leaf's heartbeat within one leader-lease duration, and the leaf never
 // leaves Ready (KCM's grace period is 8s).
 func TestLeaderHandover(t *testing.T) {
 	f := newFleet(t, harness.HostOptions{}, harness.MemberOptions{Name: "member-a", Nodes: 1})
 	ctx := context.Background()
-	leader := func() (string, error) {
-		l, err := f.host.Client().CoordinationV1().Leases(leafsyncNamespace).Get(ctx, "leafsync-leader", metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-			return "", fmt.Errorf("no holder")
-		}
-		return *l.Spec.HolderIdentity, nil
-	}
+	leader := func() (string, error) { return f.leader(ctx) }
 
 	first := f.startLeafsync(t, "leafsync-a", "--leader-elect")
 	var firstID string

@@ -319,6 +319,24 @@ func (c *Cluster) StopKwok() {
 	}
 }
 
+// PauseControllers freezes kube-controller-manager (SIGSTOP): no
+// controller acts until ResumeControllers. A test uses it to hold a
+// StatefulSet's replacement pod back while it sets the scene.
+func (c *Cluster) PauseControllers() error {
+	if c.kcm == nil {
+		return fmt.Errorf("harness: cluster %s runs no kube-controller-manager", c.Name)
+	}
+	return c.kcm.Pause()
+}
+
+// ResumeControllers lets kube-controller-manager go on (SIGCONT).
+func (c *Cluster) ResumeControllers() error {
+	if c.kcm == nil {
+		return fmt.Errorf("harness: cluster %s runs no kube-controller-manager", c.Name)
+	}
+	return c.kcm.Resume()
+}
+
 func (c *Cluster) stop() {
 	for _, p := range []*process{c.kwok, c.scheduler, c.kcm, c.apiserver} {
 		if p != nil {

@@ -93,5 +93,12 @@ func (l *Leafsync) Terminate(timeout time.Duration) error {
 // Kill ends leafsync at once, as a crash or a node loss would.
 func (l *Leafsync) Kill() { l.proc.Kill() }
 
+// Pause freezes leafsync (SIGSTOP); Resume lets it go on where it was.
+func (l *Leafsync) Pause() error  { return l.proc.Pause() }
+func (l *Leafsync) Resume() error { return l.proc.Resume() }
+
+// Exited reports whether leafsync has ended, and with which error.
+func (l *Leafsync) Exited() (bool, error) { return l.proc.Exited() }
+
 // LogPath is the file leafsync logs to.
 func (l *Leafsync) LogPath() string { return l.proc.logPath }

@@ -67,6 +67,7 @@ func (p *process) Stop(grace time.Duration) {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot act on SIGTERM
 	select {
 	case <-p.done:
 		return
@@ -74,6 +75,14 @@ func (p *process) Stop(grace time.Duration) {
 	}
 	p.Kill()
 }
+
+// Pause stops the process (SIGSTOP) as a long GC pause, a frozen VM or a
+// throttled container would: it keeps its connections and its memory, and
+// acts on its stale view of the world the moment it is resumed.
+func (p *process) Pause() error { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *process) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Kill ends the process at once, as a crash would.
 func (p *process) Kill() {
