@@ -21,6 +21,7 @@ import (
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/guard"
 	"github.com/leafsync/leafsync/syncer/leaves"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/registration"
@@ -96,7 +97,11 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet, leafNodes); err != nil {
+	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry())
+	if err != nil {
+		return err
+	}
+	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet, leafNodes, records); err != nil {
 		return err
 	}
 	keeper := state.keeper
@@ -133,7 +138,7 @@ func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
 // themselves (one per leaf per renew interval, retries within it), so a
 // limiter could only make them queue — behind each other, or behind Node
 // writes when many members churn pods.
-func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet, nodes coreinformers.NodeInformer) error {
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet, nodes coreinformers.NodeInformer, records *guard.Records) error {
 	hostCfg := rest.CopyConfig(mgr.GetConfig())
 	hostCfg.QPS, hostCfg.Burst = 50, 100
 	host, err := kubernetes.NewForConfig(hostCfg)
@@ -147,7 +152,7 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 		return fmt.Errorf("host client for leases: %w", err)
 	}
 	l := cfg.Leaves
-	return mgr.Add(leaves.New(leaves.Options{
+	o := leaves.Options{
 		Host:               host,
 		Nodes:              nodes,
 		Leases:             leaseClient,
@@ -161,5 +166,9 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 		Resync:             l.Resync.Duration,
 		Recorder:           mgr.GetEventRecorder("leafsync"),
 		Logger:             mgr.GetLogger(),
-	}))
+	}
+	if records != nil {
+		o.Guard = records
+	}
+	return mgr.Add(leaves.New(o))
 }

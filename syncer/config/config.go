@@ -38,6 +38,9 @@ type Config struct {
 	Store Store `json:"store"`
 	// PodSync configures pod sync and the stale-eviction guard.
 	PodSync PodSync `json:"podSync"`
+	// EvictionGuard refuses evictions of a healthy member's pods in the
+	// host's API server.
+	EvictionGuard EvictionGuard `json:"evictionGuard"`
 }
 
 // Leaves configures the leaf Node of each member and its heartbeat.
@@ -157,8 +160,9 @@ func Default() Config {
 				HalfOpenRequests:    1,
 			},
 		},
-		Store:   DefaultStore(),
-		PodSync: DefaultPodSync(),
+		Store:         DefaultStore(),
+		PodSync:       DefaultPodSync(),
+		EvictionGuard: DefaultEvictionGuard(),
 	}
 }
 
@@ -206,6 +210,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Leaves.validate())
 	errs = append(errs, c.Store.validate())
 	errs = append(errs, c.PodSync.validate())
+	errs = append(errs, c.EvictionGuard.validate())
 	return errors.Join(errs...)
 }
 

@@ -77,6 +77,12 @@ type Options struct {
 	Resync time.Duration
 	// Recorder records an Event on the leaf Node for every transition.
 	Recorder events.EventRecorder
+	// Guard, when set, records each member's state for the eviction guard
+	// before the leaf is written (syncer/guard): the record says NotReady
+	// before KCM can see the leaf NotReady.
+	Guard interface {
+		Set(ctx context.Context, cluster, leaf, state string, since time.Time) error
+	}
 	// OnRenew receives each renewal's lag (metrics); may be nil.
 	OnRenew func(cluster string, lag time.Duration, err error)
 	Logger  logr.Logger
@@ -369,6 +375,11 @@ func (l *leaf) sync(ctx context.Context) error {
 		// Until the member's caches have synced once, the member's
 		// resources are unknown, not zero.
 		d.Capacity, d.Allocatable = nil, nil
+	}
+	if g := l.c.opts.Guard; g != nil {
+		if err := g.Set(ctx, l.cluster, l.name, st.State.String(), st.Since); err != nil {
+			return err // the leaf is not written ahead of its record
+		}
 	}
 	before := l.writer.Writes
 	err := l.writer.Sync(ctx, d)

@@ -80,6 +80,14 @@ var (
 		Labels: []string{"backend", "reason"}})
 	StorePendingWrites = spec(Spec{Group: "State store", Name: "leafsync_store_pending_writes", Kind: Gauge,
 		Help: "Clusters whose latest state is not yet written to the store."})
+	EvictionGuardActive = spec(Spec{Group: "Eviction guard", Name: "leafsync_eviction_guard_active", Kind: Gauge,
+		Help: "1 when the eviction guard (ValidatingAdmissionPolicy and binding) was found or installed at start and leafsync keeps its readiness records; 0 when it is disabled or leafsync could not install it (the log says why)."})
+	EvictionsRefused = spec(Spec{Group: "Eviction guard", Name: "leafsync_evictions_refused_total", Kind: Counter,
+		Help:   "Taint-manager evictions of a leaf's pods that did not happen: the pod got DisruptionTarget=DeletionByTaintManager but was not deleted (the eviction guard refused the delete). Counted once per pod and eviction attempt.",
+		Labels: []string{"cluster"}})
+	EvictionsCompleted = spec(Spec{Group: "Eviction guard", Name: "leafsync_evictions_completed_total", Kind: Counter,
+		Help:   "Evictions leafsync carried out itself, as the taint manager would have: the member is confirmed NotReady, the leaf's NoExecute taint is older than the pod's toleration, and the pod is still there (the taint manager gave up after earlier refusals).",
+		Labels: []string{"cluster"}})
 )
 
 // Label values of bounded label sets, initialised to zero for every member
@@ -153,6 +161,9 @@ var (
 	StoreWriteDurationVec   = histogramVec(StoreWriteDuration)
 	StoreWriteErrorsVec     = counterVec(StoreWriteErrors)
 	StorePendingWritesGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: StorePendingWrites.Name, Help: StorePendingWrites.Help})
+	EvictionGuardGauge      = prometheus.NewGauge(prometheus.GaugeOpts{Name: EvictionGuardActive.Name, Help: EvictionGuardActive.Help})
+	EvictionsRefusedVec     = counterVec(EvictionsRefused)
+	EvictionsCompletedVec   = counterVec(EvictionsCompleted)
 )
 
 func counterVec(s Spec) *prometheus.CounterVec {
@@ -173,6 +184,7 @@ func Register(reg prometheus.Registerer) error {
 		ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec,
 		LeafWritesVec, LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec,
 		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec, StorePendingWritesGauge,
+		EvictionGuardGauge, EvictionsRefusedVec, EvictionsCompletedVec,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -192,6 +204,8 @@ func InitCluster(cluster string) {
 	LeaseRenewalFailuresVec.WithLabelValues(cluster)
 	LeafWritesVec.WithLabelValues(cluster)
 	SyncedPodsVec.WithLabelValues(cluster)
+	EvictionsRefusedVec.WithLabelValues(cluster)
+	EvictionsCompletedVec.WithLabelValues(cluster)
 	for _, c := range DeleteCauses {
 		for _, o := range DeleteOutcomes {
 			PodDeletesVec.WithLabelValues(cluster, c, o)
@@ -217,7 +231,8 @@ func ForgetCluster(cluster string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec, LeafWritesVec,
-		LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec, PodSyncDurationVec} {
+		LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec, PodSyncDurationVec,
+		EvictionsRefusedVec, EvictionsCompletedVec} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 }

@@ -48,6 +48,12 @@ const (
 	// Event records an Event (on the host pod, or the leaf when there is
 	// no host pod).
 	Event ActionType = "Event"
+	// MarkEvictionRefused notes on the host pod (AnnotationEvictionRefused
+	// = Reason) that the taint manager's eviction was refused.
+	MarkEvictionRefused ActionType = "MarkEvictionRefused"
+	// EvictHost evicts the host pod as the taint manager does: the
+	// DisruptionTarget condition, then a DELETE (UID precondition).
+	EvictHost ActionType = "EvictHost"
 )
 
 // Action is one step of a Plan.
@@ -448,6 +454,7 @@ func decideLive(in Input, p *Plan) {
 		}
 		return
 	}
+	decideEvictions(in, p)
 	if !st.LeafReady() {
 		return // member confirmed down: nothing to write; a state change looks again
 	}

@@ -183,6 +183,51 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		}})
 	case Event:
 		x.event(a)
+	case MarkEvictionRefused:
+		x.hp, err = c.patchHost(ctx, x.hp, types.MergePatchType, map[string]any{"metadata": map[string]any{
+			"uid": x.hp.UID, "annotations": map[string]any{AnnotationEvictionRefused: a.Reason},
+		}})
+		if err == nil {
+			metrics.EvictionsRefusedVec.WithLabelValues(x.key.Cluster).Inc()
+		}
+	case EvictHost:
+		x.logAction(a)
+		err = x.evictHost(ctx, a)
+	}
+	return err
+}
+
+// evictHost does what the taint manager does to evict a pod: the
+// DisruptionTarget condition, then a DELETE with the pod's own grace. The
+// condition is set afresh so that the delete is classified as this
+// eviction, not as a later user delete.
+func (x *execution) evictHost(ctx context.Context, a Action) error {
+	st := x.hp.Status.DeepCopy()
+	cond := corev1.PodCondition{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
+		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.Now()),
+	}
+	replaced := false
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == corev1.DisruptionTarget {
+			st.Conditions[i], replaced = cond, true
+		}
+	}
+	if !replaced {
+		st.Conditions = append(st.Conditions, cond)
+	}
+	if err := x.updateHostStatus(ctx, *st); err != nil {
+		return err
+	}
+	err := x.c.opts.Host.CoreV1().Pods(x.hp.Namespace).Delete(ctx, x.hp.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &x.hp.UID},
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err == nil {
+		metrics.EvictionsCompletedVec.WithLabelValues(x.key.Cluster).Inc()
+		x.event(Action{Type: Event, Warning: true, Reason: a.Reason, Message: a.Message})
 	}
 	return err
 }

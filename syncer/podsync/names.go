@@ -109,10 +109,16 @@ const (
 
 // CauseOf classifies a host pod's deletion: the reason of its
 // DisruptionTarget=True condition, or CauseNone (a user's or a
-// controller's DELETE).
+// controller's DELETE). An eviction condition set long before the delete
+// was asked for is left over from an eviction that was refused: the delete
+// is someone's later decision (CauseNone).
 func CauseOf(p *corev1.Pod) string {
-	for _, c := range p.Status.Conditions {
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			if IsEvictionCause(c.Reason) && leftOverCondition(p, c) {
+				return CauseNone
+			}
 			return c.Reason
 		}
 	}

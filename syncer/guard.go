@@ -1,0 +1,65 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/guard"
+	"github.com/leafsync/leafsync/syncer/metrics"
+)
+
+// setupEvictionGuard returns the readiness records the leaves controller
+// keeps for the eviction guard (nil when disabled), deletes a member's
+// record on deregistration, and ensures the policy and its binding when
+// this replica becomes leader.
+func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry) (*guard.Records, error) {
+	log := mgr.GetLogger().WithName("eviction-guard")
+	g := cfg.EvictionGuard
+	if !g.Enabled {
+		log.Info("eviction guard disabled (evictionGuard.enabled: false): KCM's evictions of a leaf's pods go through whenever its Lease lapses")
+		return nil, nil
+	}
+	host, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("host client for the eviction guard: %w", err)
+	}
+	records := &guard.Records{Client: host, Namespace: cfg.Namespace}
+	reg.OnDeregister("eviction-guard", func(ctx context.Context, d clusters.Deregistration) error {
+		return records.Forget(ctx, d.Cluster)
+	})
+	return records, mgr.Add(leaderRunnable(func(ctx context.Context) error {
+		_ = wait.PollUntilContextCancel(ctx, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			done, err := guard.Ensure(cctx, host, g.Identities, cfg.Namespace)
+			switch {
+			case apierrors.IsForbidden(err):
+				metrics.EvictionGuardGauge.Set(0)
+				log.Error(err, "eviction guard NOT active: leafsync may not install or update its ValidatingAdmissionPolicy; install it with the Helm chart, or grant leafsync get, create and update on validatingadmissionpolicies and validatingadmissionpolicybindings named "+guard.Name+". Until then KCM evicts a healthy member's pods whenever leafsync cannot renew the leaf's Lease.")
+				return true, nil
+			case err != nil:
+				metrics.EvictionGuardGauge.Set(0)
+				log.Error(err, "eviction guard not active yet: ensuring its policy failed; retrying in 30s")
+				return false, nil
+			}
+			metrics.EvictionGuardGauge.Set(1)
+			log.Info("eviction guard active", "policy", guard.Name, "identities", g.Identities, "done", done)
+			return true, nil
+		})
+		return nil
+	}))
+}
+
+// leaderRunnable runs f once on the leader.
+type leaderRunnable func(context.Context) error
+
+func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
+func (leaderRunnable) NeedLeaderElection() bool          { return true }

@@ -1,0 +1,139 @@
+package podsync
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// The taint manager's evictions of a leaf's pods, seen from pod sync. With
+// the eviction guard (syncer/guard), the API server refuses them unless
+// leafsync has confirmed the member NotReady; the taint manager marks the
+// pod DisruptionTarget=DeletionByTaintManager, is refused, retries a few
+// times and gives up until the leaf's taints change
+// (kubernetes/kubernetes#140639). Pod sync reports each refusal, completes
+// the evictions the taint manager gave up on once the outage is real, and
+// does not mistake the condition a refusal leaves behind for the cause of
+// a later delete.
+
+const (
+	// AnnotationEvictionRefused on a host pod is the time of the
+	// DisruptionTarget condition of an eviction that did not happen: each
+	// refusal is reported once.
+	AnnotationEvictionRefused = "leafsync.io/eviction-refused"
+
+	// refusedAfter: a live pod whose taint-manager condition is this old
+	// was not deleted; the taint manager deletes within milliseconds of
+	// setting it.
+	refusedAfter = 5 * time.Second
+	// evictionConditionMaxAge: a delete requested this long after the
+	// eviction condition was set is not that eviction's (the condition is
+	// left over from a refused one): it is classified by who asked now.
+	evictionConditionMaxAge = 30 * time.Second
+	// completeAfter: leafsync completes an eviction only this long after
+	// the taint manager should have done it, so that the two do not race.
+	completeAfter = 5 * time.Second
+)
+
+// evictionCondition is a pod's DisruptionTarget=True condition of an
+// eviction cause, or nil.
+func evictionCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && IsEvictionCause(c.Reason) {
+			return c
+		}
+	}
+	return nil
+}
+
+// leftOverCondition reports whether a Terminating pod's eviction condition
+// predates its delete by more than evictionConditionMaxAge.
+func leftOverCondition(p *corev1.Pod, c *corev1.PodCondition) bool {
+	if p.DeletionTimestamp == nil || c.LastTransitionTime.IsZero() {
+		return false
+	}
+	requested := p.DeletionTimestamp.Time
+	if p.DeletionGracePeriodSeconds != nil {
+		requested = requested.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
+	}
+	return requested.Sub(c.LastTransitionTime.Time) > evictionConditionMaxAge
+}
+
+// evictionDeadline is when the taint manager evicts a pod from the leaf:
+// the earliest node-lifecycle NoExecute taint's time plus the pod's
+// shortest toleration of it. ok is false when no such taint is on the leaf
+// or the pod tolerates it for ever. (Its rules: kube-controller-manager's
+// tainteviction.getMinTolerationTime.)
+func evictionDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.Time, ok bool) {
+	for i := range leafTaints {
+		t := &leafTaints[i]
+		if t.Effect != corev1.TaintEffectNoExecute || !lifecycleTaints[t.Key] || t.TimeAdded == nil {
+			continue
+		}
+		wait, forever, tolerated := time.Duration(-1), true, false
+		for j := range hp.Spec.Tolerations {
+			tol := &hp.Spec.Tolerations[j]
+			if !tol.ToleratesTaint(klog.Background(), t, false) {
+				continue
+			}
+			tolerated = true
+			if tol.TolerationSeconds == nil {
+				continue
+			}
+			forever = false
+			d := time.Duration(max(*tol.TolerationSeconds, 0)) * time.Second
+			if wait < 0 || d < wait {
+				wait = d
+			}
+		}
+		switch {
+		case !tolerated:
+			wait = 0
+		case forever:
+			continue
+		}
+		at := t.TimeAdded.Add(wait)
+		if !ok || at.Before(deadline) {
+			deadline, ok = at, true
+		}
+	}
+	return deadline, ok
+}
+
+// decideEvictions looks at a live host pod on the leaf: reports a refused
+// eviction once, and completes an eviction the taint manager should have
+// carried out by now while the member is confirmed NotReady.
+func decideEvictions(in Input, p *Plan) {
+	hp := in.Host
+	if c := evictionCondition(hp); c != nil && c.Reason == CauseTaintManager {
+		stamp := c.LastTransitionTime.UTC().Format(time.RFC3339)
+		age := in.Now.Sub(c.LastTransitionTime.Time)
+		switch {
+		case hp.Annotations[AnnotationEvictionRefused] == stamp:
+		case age >= refusedAfter:
+			p.add(Action{Type: MarkEvictionRefused, Reason: stamp},
+				Action{Type: Event, Warning: true, Reason: "EvictionRefused",
+					Message: fmt.Sprintf("the taint manager's eviction (%s) did not happen: member cluster %s was %s, so the eviction guard refused it; the pod keeps running", c.LastTransitionTime.UTC().Format(time.RFC3339), in.Cluster, in.State.State)})
+		default:
+			p.requeue(refusedAfter - age)
+		}
+	}
+	if in.State.State != hysteresis.NotReady {
+		return
+	}
+	deadline, ok := evictionDeadline(hp, in.LeafTaints)
+	if !ok {
+		return
+	}
+	if due := deadline.Add(completeAfter); in.Now.Before(due) {
+		p.requeue(due.Sub(in.Now))
+		return
+	}
+	p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
+		Message: fmt.Sprintf("evicted by leafsync as the taint manager would have: member cluster %s is confirmed NotReady and the leaf's NoExecute taint outlasted the pod's toleration (due %s)", in.Cluster, deadline.UTC().Format(time.RFC3339))})
+}

@@ -1,0 +1,134 @@
+package podsync
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// markedByTaintManager gives a pod the condition the taint manager sets
+// just before its DELETE.
+func markedByTaintManager(p *corev1.Pod, at time.Time) *corev1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
+		LastTransitionTime: metav1.NewTime(at),
+	})
+	return p
+}
+
+func unreachableSince(at time.Time) []corev1.Taint {
+	return []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(at))}}
+}
+
+func tolerating(p *corev1.Pod, seconds *int64) *corev1.Pod {
+	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{
+		Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds,
+	})
+	return p
+}
+
+func TestRefusedEvictionIsReportedOnce(t *testing.T) {
+	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+	mp := memberOf(hp, "m1")
+	// Just marked: the DELETE may still be on its way.
+	markedByTaintManager(hp, t0.Add(-time.Second))
+	p := Decide(input(hysteresis.Ready, hp, mp))
+	if p.Has(MarkEvictionRefused) || p.Requeue == 0 || p.Requeue > refusedAfter {
+		t.Fatalf("fresh condition: plan %v requeue %s; want a look again within %s", types_(p), p.Requeue, refusedAfter)
+	}
+	// Still running well after: refused.
+	hp.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-10 * time.Second))
+	p = Decide(input(hysteresis.Ready, hp, mp))
+	a, ok := p.Get(MarkEvictionRefused)
+	if !ok {
+		t.Fatalf("plan %v has no MarkEvictionRefused", types_(p))
+	}
+	if !p.Has(SyncStatus) {
+		t.Errorf("a refused eviction stops pod sync: %v", types_(p))
+	}
+	// Once marked, not again.
+	hp.Annotations[AnnotationEvictionRefused] = a.Reason
+	if p := Decide(input(hysteresis.Ready, hp, mp)); p.Has(MarkEvictionRefused) {
+		t.Fatalf("refusal reported twice: %v", types_(p))
+	}
+}
+
+func TestLeftOverConditionIsNotTheCauseOfALaterDelete(t *testing.T) {
+	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+	markedByTaintManager(hp, t0.Add(-10*time.Minute)) // refused ten minutes ago
+	deleted(hp, t0, 30, CauseNone)                    // a user deletes it now
+	if got := CauseOf(hp); got != CauseNone {
+		t.Fatalf("CauseOf = %q, want a user delete", got)
+	}
+	p := Decide(input(hysteresis.Ready, hp, memberOf(hp, "m1")))
+	if a, ok := p.Get(DeleteMember); !ok || a.Reason != "DeleteForwarded" {
+		t.Fatalf("a user delete after a refused eviction: plan %v, want it forwarded", types_(p))
+	}
+	// The taint manager's own delete follows its condition at once.
+	ev := withMemberUID(withFinalizer(hostPod("h2")), "m2")
+	markedByTaintManager(ev, t0.Add(-time.Second))
+	deleted(ev, t0, 30, CauseNone)
+	if got := CauseOf(ev); got != CauseTaintManager {
+		t.Fatalf("CauseOf = %q, want the taint manager", got)
+	}
+}
+
+func TestEvictionDeadline(t *testing.T) {
+	taintAt := t0.Add(-time.Minute)
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want time.Duration // after the taint; <0: never
+	}{
+		{"no toleration: at once", hostPod("h1"), 0},
+		{"tolerationSeconds 30", tolerating(hostPod("h1"), ptr.To[int64](30)), 30 * time.Second},
+		{"shortest toleration wins", tolerating(tolerating(hostPod("h1"), ptr.To[int64](300)), ptr.To[int64](20)), 20 * time.Second},
+		{"tolerated for ever", tolerating(hostPod("h1"), nil), -1},
+		{"negative seconds: at once", tolerating(hostPod("h1"), ptr.To[int64](-5)), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at, ok := evictionDeadline(tc.pod, unreachableSince(taintAt))
+			if tc.want < 0 {
+				if ok {
+					t.Fatalf("deadline %s, want none", at)
+				}
+				return
+			}
+			if !ok || !at.Equal(taintAt.Add(tc.want)) {
+				t.Fatalf("deadline %s (%v), want %s", at, ok, taintAt.Add(tc.want))
+			}
+		})
+	}
+	// A user's NoExecute taint is the taint manager's business, not a
+	// lifecycle eviction leafsync completes.
+	user := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(taintAt))}}
+	if _, ok := evictionDeadline(hostPod("h1"), user); ok {
+		t.Fatalf("deadline from a user's taint")
+	}
+}
+
+func TestDeniedEvictionsAreCompletedWhenTheOutageIsReal(t *testing.T) {
+	hp := tolerating(withMemberUID(withFinalizer(hostPod("h1")), "m1"), ptr.To[int64](30))
+	in := func(st hysteresis.State, taintAge time.Duration) Input {
+		i := input(st, hp, nil)
+		i.LeafTaints = unreachableSince(t0.Add(-taintAge))
+		return i
+	}
+	if p := Decide(in(hysteresis.NotReady, 2*time.Minute)); !p.Has(EvictHost) {
+		t.Fatalf("member confirmed NotReady, taint outlasted the toleration: plan %v, want EvictHost", types_(p))
+	}
+	p := Decide(in(hysteresis.NotReady, 20*time.Second))
+	if p.Has(EvictHost) || p.Requeue != 15*time.Second {
+		t.Fatalf("toleration not expired: plan %v requeue %s, want a look again in 15s", types_(p), p.Requeue)
+	}
+	for _, st := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect, hysteresis.Recovering} {
+		if p := Decide(in(st, 2*time.Minute)); p.Has(EvictHost) {
+			t.Fatalf("member %s: evicted %v; only a confirmed outage completes evictions", st, types_(p))
+		}
+	}
+}
