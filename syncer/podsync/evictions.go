@@ -52,16 +52,26 @@ func evictionCondition(p *corev1.Pod) *corev1.PodCondition {
 }
 
 // leftOverCondition reports whether a Terminating pod's eviction condition
-// predates its delete by more than evictionConditionMaxAge.
+// is left over from an eviction that did not happen: leafsync saw it
+// refused (AnnotationEvictionRefused), or it predates the delete by more
+// than evictionConditionMaxAge.
 func leftOverCondition(p *corev1.Pod, c *corev1.PodCondition) bool {
 	if p.DeletionTimestamp == nil || c.LastTransitionTime.IsZero() {
 		return false
+	}
+	if p.Annotations[AnnotationEvictionRefused] == conditionStamp(c) {
+		return true
 	}
 	requested := p.DeletionTimestamp.Time
 	if p.DeletionGracePeriodSeconds != nil {
 		requested = requested.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
 	}
 	return requested.Sub(c.LastTransitionTime.Time) > evictionConditionMaxAge
+}
+
+// conditionStamp identifies one eviction attempt: its condition's time.
+func conditionStamp(c *corev1.PodCondition) string {
+	return c.LastTransitionTime.UTC().Format(time.RFC3339)
 }
 
 // evictionDeadline is when the taint manager evicts a pod from the leaf:
@@ -111,7 +121,7 @@ func evictionDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.
 func decideEvictions(in Input, p *Plan) {
 	hp := in.Host
 	if c := evictionCondition(hp); c != nil && c.Reason == CauseTaintManager {
-		stamp := c.LastTransitionTime.UTC().Format(time.RFC3339)
+		stamp := conditionStamp(c)
 		age := in.Now.Sub(c.LastTransitionTime.Time)
 		switch {
 		case hp.Annotations[AnnotationEvictionRefused] == stamp:

@@ -69,6 +69,14 @@ func TestLeftOverConditionIsNotTheCauseOfALaterDelete(t *testing.T) {
 	if a, ok := p.Get(DeleteMember); !ok || a.Reason != "DeleteForwarded" {
 		t.Fatalf("a user delete after a refused eviction: plan %v, want it forwarded", types_(p))
 	}
+	// Seen refused: a delete soon after is still not that eviction.
+	soon := withMemberUID(withFinalizer(hostPod("h3")), "m3")
+	markedByTaintManager(soon, t0.Add(-8*time.Second))
+	soon.Annotations[AnnotationEvictionRefused] = conditionStamp(&soon.Status.Conditions[0])
+	deleted(soon, t0, 30, CauseNone)
+	if got := CauseOf(soon); got != CauseNone {
+		t.Fatalf("CauseOf a delete after a reported refusal = %q, want a user delete", got)
+	}
 	// The taint manager's own delete follows its condition at once.
 	ev := withMemberUID(withFinalizer(hostPod("h2")), "m2")
 	markedByTaintManager(ev, t0.Add(-time.Second))

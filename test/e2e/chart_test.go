@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/syncer/guard"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -60,6 +61,25 @@ func TestHelmChart(t *testing.T) {
 			t.Fatalf("rendered chart is not YAML: %v\n%s", err, doc)
 		}
 		kinds[obj.Kind]++
+		// The chart's eviction guard is the one leafsync ensures: at
+		// start leafsync finds it unchanged, not drifted.
+		var want any
+		switch obj.Kind {
+		case "ValidatingAdmissionPolicy":
+			want = guard.PolicySpec([]string{guard.DefaultIdentity})
+		case "ValidatingAdmissionPolicyBinding":
+			want = guard.BindingSpec(leafsyncNamespace)
+		}
+		if want != nil {
+			var w map[string]any
+			data, _ := json.Marshal(want)
+			_ = json.Unmarshal(data, &w)
+			got, _ := json.Marshal(obj.Spec)
+			exp, _ := json.Marshal(w)
+			if !bytes.Equal(got, exp) {
+				t.Errorf("chart's %s spec differs from syncer/guard's:\nchart: %s\ncode:  %s", obj.Kind, got, exp)
+			}
+		}
 		if obj.Kind == "PrometheusRule" {
 			var file map[string]any
 			data, _ := os.ReadFile(filepath.Join(chartDir, "files/alerts.yaml"))
@@ -73,7 +93,7 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "FlowSchema"} {
+	for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "FlowSchema", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if kinds[k] == 0 {
 			t.Errorf("chart renders no %s (kinds: %v)", k, kinds)
 		}
@@ -122,6 +142,21 @@ func TestHelmChart(t *testing.T) {
 	f.register(t, "member-a", nil)
 	const leaf = "leaf-member-a"
 	f.waitLeafReady(t, leaf, time.Minute)
+	// Under the chart's RBAC leafsync finds the chart's eviction guard as
+	// it would install it, and keeps the member's readiness record.
+	harness.Eventually(t, 30*time.Second, "leafsync checked the chart's eviction guard", func() error {
+		log, err := os.ReadFile(ls.LogPath())
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(log, []byte(`"msg":"eviction guard active"`)) || !bytes.Contains(log, []byte(`"policy unchanged","binding unchanged"`)) {
+			return fmt.Errorf("no 'eviction guard active' with policy and binding unchanged in %s", ls.LogPath())
+		}
+		return nil
+	})
+	if _, err := hc.CoreV1().ConfigMaps(leafsyncNamespace).Get(ctx, guard.RecordName("member-a"), metav1.GetOptions{}); err != nil {
+		t.Errorf("eviction-guard record under the chart's RBAC: %v", err)
+	}
 	// The chart's FlowSchema: leafsync's Lease requests in kube-node-lease
 	// get kubelets' node-high priority level; its other requests do not.
 	nodeHigh, err := hc.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "node-high", metav1.GetOptions{})
