@@ -541,7 +541,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		Now: c.opts.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records,
-		Replaced:   func(r store.PendingDelete) bool { return c.replaced(ctx, k.Cluster, r) },
+		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),
 		LeafTaints: node.Spec.Taints,
 		Admission:  admissionFor(m),
 	}
@@ -571,6 +571,26 @@ func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer
 // replaced reports whether a deferred delete's replacement is Ready in
 // the host. The replacement is the one assigned to the delete, or a new one
 // assigned now (and recorded) if it has none or the assigned pod is gone.
+// replacementsReady looks up, for the deferred deletes among records, whether
+// their replacement is Ready in the host. Only a Ready member's deferred
+// deletes are decided, so only then is it looked up.
+func (c *Controller) replacementsReady(ctx context.Context, cluster string, st hysteresis.State, records []store.PendingDelete) map[string]bool {
+	if st != hysteresis.Ready {
+		return nil
+	}
+	var ready map[string]bool
+	for _, r := range records {
+		if r.Kind != store.Deferred || !c.replaced(ctx, cluster, r) {
+			continue
+		}
+		if ready == nil {
+			ready = map[string]bool{}
+		}
+		ready[r.HostUID] = true
+	}
+	return ready
+}
+
 func (c *Controller) replaced(ctx context.Context, cluster string, r store.PendingDelete) bool {
 	pods, err := c.nsPods.list(ctx, r.Namespace)
 	if err != nil {

@@ -80,6 +80,12 @@ type Action struct {
 	// cache no longer shows: the step only happens once a live read
 	// confirms it is gone (the cache may simply not have seen it yet).
 	ConfirmGone types.UID
+	// ConfirmNoPodFor, on DropRecord with reason MemberPodGone, is the host
+	// UID whose member pod the cache no longer shows: the record is only
+	// dropped once a live read confirms no member pod of this name stands
+	// for it (a cache that has not relisted since the member came back may
+	// simply not show it).
+	ConfirmNoPodFor string
 }
 
 // Plan is what Decide wants done for one pod name.
@@ -139,9 +145,10 @@ type Input struct {
 	DesiredHash string
 	// Records are the pending deletes of this namespace/name.
 	Records []store.PendingDelete
-	// Replaced reports whether a deferred delete's replacement is Ready in
-	// the host (nil: never).
-	Replaced func(store.PendingDelete) bool
+	// ReplacementReady holds the host UIDs of the deferred deletes in
+	// Records whose replacement is Ready in the host (looked up by the
+	// controller before Decide, so that Decide reads data and does no I/O).
+	ReplacementReady map[string]bool
 	// LeafTaints are the leaf Node's taints now: a taint-manager delete
 	// whose NoExecute taint still holds is not stale.
 	LeafTaints []corev1.Taint
@@ -304,7 +311,7 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 	}
 	mp := in.Member
 	if mp == nil || !ours(mp, in.Cluster) || mp.Labels[LabelHostUID] != r.HostUID {
-		p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone"})
+		p.add(dropGone(r))
 		return
 	}
 	if mp.DeletionTimestamp != nil {
@@ -352,7 +359,7 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 		p.requeue(min(ReplacementPoll, in.MaxDeferral))
 		return
 	}
-	if in.Replaced != nil && in.Replaced(r) {
+	if in.ReplacementReady[r.HostUID] {
 		p.add(in.del(mp, r.GracePeriodSeconds, "DeferredDeleteReplaced",
 			fmt.Sprintf("the replacement of %s/%s is Ready in the host", r.Namespace, r.Name)))
 		p.requeue(waitShort)
@@ -366,6 +373,12 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 		return
 	}
 	p.requeue(min(ReplacementPoll, deadline.Sub(in.Now)))
+}
+
+// dropGone drops a record whose member pod the cache no longer shows,
+// once a live read agrees.
+func dropGone(r store.PendingDelete) Action {
+	return Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone", ConfirmNoPodFor: r.HostUID}
 }
 
 func causeText(c string) string {
@@ -561,10 +574,12 @@ func decideTerminating(in Input, p *Plan) {
 		if rel == relNone {
 			finish.ConfirmGone = types.UID(hp.Annotations[AnnotationMemberUID])
 		}
-		if r != nil {
-			p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone"})
-		}
 		p.add(finish)
+		if r != nil {
+			// After the finish: a record kept because the member cannot
+			// confirm must not hold the host pod.
+			p.add(dropGone(*r))
+		}
 		return
 	}
 	if down {

@@ -231,20 +231,19 @@ func TestRecords(t *testing.T) {
 		d := owed(CauseTaintManager)
 		d.Kind, d.Since = store.Deferred, t0.Add(-time.Minute)
 		in := input(hysteresis.Ready, nil, mp, d)
-		replaced := false
-		in.Replaced = func(store.PendingDelete) bool { return replaced }
+		in.ReplacementReady = map[string]bool{}
 		p := Decide(in)
 		wantActions(t, p)
 		if p.Requeue != ReplacementPoll {
 			t.Errorf("requeue %s, want %s", p.Requeue, ReplacementPoll)
 		}
-		replaced = true
+		in.ReplacementReady[d.HostUID] = true
 		p = Decide(in)
 		wantActions(t, p, DeleteMember)
 		if a, _ := p.Get(DeleteMember); a.Reason != "DeferredDeleteReplaced" {
 			t.Errorf("reason %s", a.Reason)
 		}
-		replaced = false
+		delete(in.ReplacementReady, d.HostUID)
 		in.Now = d.Since.Add(in.MaxDeferral)
 		p = Decide(in)
 		wantActions(t, p, DeleteMember)

@@ -140,6 +140,11 @@ func (x *execution) do(ctx context.Context, a Action) error {
 			return err
 		}
 	}
+	if a.ConfirmNoPodFor != "" {
+		if err := x.confirmNoPodFor(ctx, a.ConfirmNoPodFor); err != nil {
+			return err
+		}
+	}
 	var err error
 	switch a.Type {
 	case AddFinalizer:
@@ -244,6 +249,22 @@ func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
 		return err
 	case mp.UID == uid:
 		return requeueError{after: 200 * time.Millisecond, why: "member pod exists; the cache has not seen it yet"}
+	}
+	return nil
+}
+
+// confirmNoPodFor reads the member pod from the member: one of leafsync's
+// that still stands for hostUID means the cache is behind, and the record
+// must stay.
+func (x *execution) confirmNoPodFor(ctx context.Context, hostUID string) error {
+	mp, err := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace).Get(ctx, x.key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case ours(mp, x.key.Cluster) && mp.Labels[LabelHostUID] == hostUID:
+		return requeueError{after: time.Second, why: "member pod of the record exists; the cache has not seen it"}
 	}
 	return nil
 }

@@ -76,8 +76,12 @@ func genInput(t *rapid.T) Input {
 	}
 	in := input(state, hp, mp, recs...)
 	in.Policy = policy
-	replaced := rapid.Bool().Draw(t, "replaced")
-	in.Replaced = func(store.PendingDelete) bool { return replaced }
+	in.ReplacementReady = map[string]bool{}
+	for _, r := range recs {
+		if rapid.Bool().Draw(t, "replaced-"+r.HostUID) {
+			in.ReplacementReady[r.HostUID] = true
+		}
+	}
 	return in
 }
 
@@ -130,6 +134,9 @@ func guardProperty(t *rapid.T) {
 				if down {
 					t.Fatalf("%s while the member is %s: %+v", a.Type, st, p.Actions)
 				}
+			}
+			if a.Type == DropRecord && a.Reason == "MemberPodGone" && a.ConfirmNoPodFor != a.HostUID {
+				t.Fatalf("record dropped on the member cache's word that its member pod is gone: %+v", p.Actions)
 			}
 			if a.Type == FailHost && a.ConfirmGone == "" {
 				t.Fatalf("host pod failed on the member cache's word alone: %+v", p.Actions)
@@ -191,7 +198,7 @@ func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	if r.Kind != store.Deferred {
 		t.Fatalf("deleted a %s stale eviction under %s: %s", r.Kind, in.Policy, a.Reason)
 	}
-	if !in.Replaced(*r) && in.Now.Before(r.Since.Add(in.MaxDeferral)) {
+	if !in.ReplacementReady[r.HostUID] && in.Now.Before(r.Since.Add(in.MaxDeferral)) {
 		t.Fatalf("deleted a deferred member pod before its replacement is Ready or maxDeferral: %s", a.Reason)
 	}
 }

@@ -22,9 +22,14 @@ const failoverMargin = 10 * time.Second
 // are evicted, reaped and recreated on the other member's leaf, Ready
 // within notReadyAfter + tolerationSeconds + reapAfter (+ a small margin).
 // When the member comes back, its stale copies are removed; the other
-// member's pods are untouched.
+// member's pods are untouched. Run with the eviction guard and without:
+// the guard lets the evictions of a confirmed outage through (its record
+// says NotReady before the leaf does), so the bound is the same.
 func TestPodSyncFailover(t *testing.T) {
-	f := newPodSyncFleet(t, "member-a", "member-b")
+	guardCases(t, []string{"member-a", "member-b"}, testPodSyncFailover)
+}
+
+func testPodSyncFailover(t *testing.T, f *fleet, guarded bool) {
 	a, b := f.members["member-a"], f.members["member-b"]
 	const leafA, leafB = "leaf-member-a", "leaf-member-b"
 	f.startLeafsync(t, "leafsync")
@@ -49,6 +54,9 @@ func TestPodSyncFailover(t *testing.T) {
 		t.Errorf("fail-over took %s, beyond %s", took.Round(time.Millisecond), bound)
 	}
 	waitOneToOne(t, f, "member-b", leafB, 10*time.Second)
+	if refused := hostEvents(t, f, "EvictionRefused"); len(refused) > 0 {
+		t.Errorf("evictions of a confirmed outage refused (guard %v): %v", guarded, refused)
+	}
 	bRec := recordPods(t, b.Cluster, managedPodSelector)
 
 	// member-a comes back: its copies of the pods are stale.
