@@ -542,8 +542,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records,
 		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),
-		LeafTaints: node.Spec.Taints,
-		Admission:  admissionFor(m),
+		LeafTaints:       node.Spec.Taints,
+		Admission:        admissionFor(m),
 	}
 	if hp != nil {
 		in.DesiredHash = SpecHash(hp)
