@@ -113,6 +113,22 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("leaf-node", c.cleanup)
 	c.nodes = c.opts.Nodes.Lister()
+	// A leaf Node deleted by hand is written again at once, not at the
+	// next resync: while it is missing, pod sync keeps its hands off the
+	// leaf's pods.
+	reg, err := c.opts.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				c.triggerLeaf(n.Name)
+			} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				c.triggerLeaf(d.Key)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.opts.Nodes.Informer().RemoveEventHandler(reg) }()
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.Nodes.Informer().HasSynced) {
 		return nil
 	}
@@ -152,6 +168,17 @@ func (c *Controller) handle(ctx context.Context, ev clusters.Event) {
 	case clusters.StateChanged:
 		if l != nil {
 			l.recordTransition(ev.Transition)
+			l.trigger()
+		}
+	}
+}
+
+// triggerLeaf looks again at the leaf of that Node name, if any.
+func (c *Controller) triggerLeaf(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.leaves {
+		if l.name == name {
 			l.trigger()
 		}
 	}
