@@ -18,24 +18,20 @@ import (
 	"github.com/leafsync/leafsync/test/harness"
 )
 
-// TestDeposedLeaderCannotDeleteAnAdoptedPod: two replicas. The leader
-// defers a stale eviction of a StatefulSet pod (the member pod is kept until
-// a replacement comes) and is then frozen (SIGSTOP: a long GC pause, a
-// frozen VM). The standby takes over, the StatefulSet recreates the pod,
-// and the new leader adopts the member pod that still runs: same member
-// UID, new host UID. The frozen replica is resumed after its deferral has
-// expired. Its caches still show the member pod as the evicted pod's, with
-// nobody to replace it: it decides to delete it. That delete must not reach
-// the member: the store's writer term says it was deposed, and the member
-// pod now stands for another host pod.
-//
-// This test does not reproduce the race on its own: on resume the frozen
-// replica's informers deliver the buffered watch events before its
-// deferral timer's work item runs, so even the unfenced code of before
-// (member deletes fenced by the member UID alone, which adoption keeps)
-// passes it. It keeps the whole scene honest end to end: two replicas, a
-// frozen leader, adoption by the new one, nothing deleted. The fence
-// itself is tested in syncer/store (CheckWriter, claims of read records).
+// TestDeposedLeaderCannotDeleteAnAdoptedPod: two replicas. The leader (A)
+// defers a stale eviction of a StatefulSet pod (the member pod is kept
+// until a replacement comes) and is then frozen (SIGSTOP: a long GC pause,
+// a frozen VM), and while frozen it is partitioned: its host link is cut
+// and its member connections are dropped. The standby (B) takes over, the
+// StatefulSet recreates the pod, and B adopts the member pod that still
+// runs: same member UID, new host UID. A is resumed after its deferral has
+// expired. Its caches are stale (it sees no replacement, and the member
+// pod as the evicted pod's) and, until its leader-election renewal fails,
+// it believes it leads: it decides to delete the member pod. That delete
+// must not reach the member: A cannot confirm it is still the store's
+// writer, and the member pod now stands for another host pod. (Before,
+// member deletes were fenced by the member UID alone, which adoption
+// keeps, and A deleted the adopted pod.)
 func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 	f := newPodSyncFleet(t, "member-a")
 	member := f.members["member-a"]
@@ -43,7 +39,11 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 	ctx := context.Background()
 	const leaf = "leaf-member-a"
 
-	first := f.startLeafsync(t, "leafsync-a", "--leader-elect")
+	// A reaches the host through a link of its own, so that it alone can be
+	// partitioned.
+	linkA := harness.NewFaultProxy(t, "host-link-a", f.host.Addr())
+	first := harness.StartLeafsync(t, "leafsync-a", f.host.KubeconfigVia(linkA.Addr()),
+		"--namespace="+leafsyncNamespace, "--config="+f.config, "--leader-elect")
 	var firstID string
 	harness.Eventually(t, 30*time.Second, "first replica leads", func() (err error) {
 		firstID, err = f.leader(ctx)
@@ -83,11 +83,18 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 		t.Fatalf("the leader did not defer the stale eviction of db-0")
 	}
 
-	// Freeze the leader with the deferral in its memory.
+	// Freeze A with the deferral in its memory, and partition it: its host
+	// link cut, its member connections dropped (the member's proxy drops
+	// every connection and takes new ones at once; B reconnects).
 	if err := first.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = first.Resume() })
+	linkA.Cut()
+	member.proxy.Cut()
+	if err := member.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
 	harness.Eventually(t, 20*time.Second, "the standby leads", func() error {
 		id, err := f.leader(ctx)
 		if err != nil {
@@ -129,7 +136,7 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumedAt := time.Now()
-	time.Sleep(15 * time.Second)
+	time.Sleep(10 * time.Second)
 
 	for _, e := range rec.events(t) {
 		if e.typ == watch.Deleted || e.pod.DeletionTimestamp != nil {
@@ -149,7 +156,7 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 
 	exited, exitErr := first.Exited()
 	logText, _ := os.ReadFile(first.LogPath())
-	refused := strings.Count(string(logText), "not deleting member pod") + strings.Count(string(logText), "member pod changed since the decision")
-	t.Logf("deposed replica resumed %s after the eviction (maxDeferral %s); exited: %v (%v); deletes it refused itself: %d",
+	refused := strings.Count(string(logText), "not deleting member pod")
+	t.Logf("deposed replica resumed %s after the eviction (maxDeferral %s); exited: %v (%v); member deletes it refused itself: %d",
 		resumedAt.Sub(evictedAt).Round(time.Millisecond), maxDeferral, exited, exitErr, refused)
 }
