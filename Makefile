@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build tools prometheus test unit e2e bench lint demo clean
+.PHONY: help build tools prometheus test unit e2e bench vk-baseline bench-flap bench-flap-smoke lint demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -22,10 +22,11 @@ build: ## build bin/leafsync (and bin/kubectl-leafsync, the kubectl plugin name)
 tools: ## build the control-plane binaries tests run (from source, cached in bin/)
 	test/tools/build.sh
 
-test: lint unit e2e ## everything CI runs: lint, unit tests, e2e against real control planes
+test: lint unit e2e bench-flap-smoke ## everything CI runs: lint, unit tests, e2e against real control planes, a smoke of the flap benchmark
 
 unit: ## unit tests (fast, no control plane)
 	$(GO) test -count=1 ./...
+	cd test/flapbench && $(GO) test -count=1 ./...
 
 prometheus: ## Prometheus and promtool (Debian's package), for the metrics and alert tests
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
@@ -37,11 +38,26 @@ e2e: tools build prometheus ## e2e suites against real kube-apiserver, KCM, etcd
 bench: tools build prometheus ## e2e benchmarks at full length (60s per phase; make test runs a 10s smoke); prints the BENCH lines
 	set -o pipefail; LEAFSYNC_BENCH_SECONDS=$${LEAFSYNC_BENCH_SECONDS:-60} LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -p 1 -timeout 30m -run 'TestBench' -v ./test/e2e/ | grep -E 'BENCH|^(--- |ok|FAIL)'
 
+# The flap benchmark and its virtual-kubelet baseline are Go modules of
+# their own (test/flapbench, test/flapbench/vkbaseline): their dependencies
+# stay out of leafsync's.
+vk-baseline: ## build bin/vk-baseline, the virtual-kubelet baseline of the flap benchmark
+	cd test/flapbench/vkbaseline && $(GO) build -o $(BIN)/vk-baseline .
+
+FLAPBENCH_SCENARIOS ?=
+bench-flap: tools build vk-baseline ## side-by-side flap benchmark, leafsync vs virtual-kubelet (about 25 min); report in _output/flapbench
+	cd test/flapbench && FLAPBENCH_SCENARIOS=$(FLAPBENCH_SCENARIOS) LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 90m -run TestFlapBench -v .
+
+bench-flap-smoke: tools build vk-baseline ## one short scenario of the flap benchmark (CI)
+	cd test/flapbench && FLAPBENCH_SCENARIOS=smoke FLAPBENCH_OUT=$(CURDIR)/_output/flapbench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestFlapBench .
+
 lint: ## gofmt and go vet (also over the e2e build tag)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/...
+	cd test/flapbench && $(GO) vet -tags e2e ./...
+	cd test/flapbench/vkbaseline && $(GO) vet ./...
 
 demo: tools build ## start a demo host and two members locally; Ctrl-C tears down
 	$(GO) run ./test/demo

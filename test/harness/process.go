@@ -114,3 +114,31 @@ func (p *process) waitFor(timeout time.Duration, what string, check func() error
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Process is a program a test started with StartBinary.
+type Process struct{ p *process }
+
+// StartBinary runs bin with args, its output in <name>.log in the test's
+// log folder; it is stopped when the test ends if still running.
+func StartBinary(t TB, name, bin string, args ...string) *Process {
+	t.Helper()
+	p, err := startProcess(LogDir(t), name, bin, args...)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
+	return &Process{p}
+}
+
+// Stop sends SIGTERM and kills the process after grace.
+func (p *Process) Stop(grace time.Duration) { p.p.Stop(grace) }
+
+// Pause (SIGSTOP) and Resume (SIGCONT) freeze and continue the process.
+func (p *Process) Pause() error  { return p.p.Pause() }
+func (p *Process) Resume() error { return p.p.Resume() }
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) { return p.p.Exited() }
+
+// LogPath is the file the process logs to.
+func (p *Process) LogPath() string { return p.p.logPath }

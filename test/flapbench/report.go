@@ -1,0 +1,190 @@
+// Package flapbench measures, side by side in one run, what a network flap
+// or an outage costs the workloads on a leafsync leaf and on a leaf served
+// by the virtual-kubelet architecture (Liqo, Admiralty, tensile-kube). It
+// is its own Go module so that the baseline and the plotting library stay
+// out of leafsync's dependencies. The scenarios run against real control
+// planes (test/harness); `make bench-flap` runs them all.
+package flapbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Sample is one look at a contestant's leaf and workloads.
+type Sample struct {
+	// At is the time since the fault began (negative: before).
+	At time.Duration `json:"at"`
+	// LeafReady is the leaf Node's Ready condition ("" if there is no Node).
+	LeafReady string `json:"leafReady"`
+	// HostReady counts the workloads' host pods that are Ready (their
+	// Service endpoints); MemberRunning the member pods that run.
+	HostReady     int `json:"hostReady"`
+	MemberRunning int `json:"memberRunning"`
+}
+
+// Result is what one scenario cost one contestant.
+type Result struct {
+	Scenario   string `json:"scenario"`
+	Contestant string `json:"contestant"`
+	// Desired is the number of pods the workloads want.
+	Desired int `json:"desired"`
+	// NotReadyTransitions: the leaf's Ready condition left True.
+	NotReadyTransitions int `json:"notReadyTransitions"`
+	// NoExecuteTaints: node lifecycle NoExecute taints put on the leaf.
+	NoExecuteTaints int `json:"noExecuteTaints"`
+	// HostEvictions: host pods deleted by the taint manager.
+	HostEvictions int `json:"hostEvictions"`
+	// MemberPodsDeleted: member pods deleted (distinct UIDs).
+	MemberPodsDeleted int `json:"memberPodsDeleted"`
+	// MemberPodsStarted: member pods created after the fault began (a
+	// restart of the workload downstream).
+	MemberPodsStarted int `json:"memberPodsStarted"`
+	// PodSecondsNotReady: ∫ (desired − Ready host pods) dt from the fault
+	// on: traffic a Service lost although, often, the pods ran.
+	PodSecondsNotReady float64 `json:"podSecondsNotReady"`
+	// CapacitySecondsLost: ∫ (desired − running member pods) dt.
+	CapacitySecondsLost float64 `json:"capacitySecondsLost"`
+	// OrphansAtEnd: member pods no host pod stands for at the end.
+	OrphansAtEnd int `json:"orphansAtEnd"`
+	// RecoveredAfter: seconds from the fault's end until every desired host
+	// pod was Ready again (0: never lost; -1: not within the observation).
+	RecoveredAfter float64 `json:"recoveredAfter"`
+	// FaultEnd is when the fault ended, since it began.
+	FaultEnd time.Duration `json:"faultEnd"`
+	Samples  []Sample      `json:"samples"`
+}
+
+// Integrate computes the lost pod-seconds and the recovery time from the
+// samples (each sample holds until the next).
+func (r *Result) Integrate() {
+	r.PodSecondsNotReady, r.CapacitySecondsLost, r.RecoveredAfter = 0, 0, 0
+	lastShort := -1
+	for i, s := range r.Samples {
+		if s.At < 0 {
+			continue
+		}
+		next := s.At
+		if i+1 < len(r.Samples) {
+			next = r.Samples[i+1].At
+		}
+		dt := (next - s.At).Seconds()
+		r.PodSecondsNotReady += float64(max(r.Desired-s.HostReady, 0)) * dt
+		r.CapacitySecondsLost += float64(max(r.Desired-s.MemberRunning, 0)) * dt
+		if s.HostReady < r.Desired {
+			lastShort = i
+		}
+	}
+	switch {
+	case lastShort < 0:
+		r.RecoveredAfter = 0
+	case lastShort+1 >= len(r.Samples):
+		r.RecoveredAfter = -1
+	default:
+		r.RecoveredAfter = max((r.Samples[lastShort+1].At - r.FaultEnd).Seconds(), 0)
+	}
+}
+
+// Report is a run: the machine, the timings, every result.
+type Report struct {
+	Date     string   `json:"date"`
+	Command  string   `json:"command"`
+	Machine  string   `json:"machine"`
+	Timings  string   `json:"timings"`
+	Results  []Result `json:"results"`
+	Duration string   `json:"duration"`
+}
+
+// Write puts report.json, report.md and one PNG per scenario in dir.
+func (rep *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.md"))
+	if err != nil {
+		return err
+	}
+	rep.Markdown(f)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, sc := range rep.scenarios() {
+		if err := PlotScenario(filepath.Join(dir, sc+".png"), sc, rep.byScenario(sc)); err != nil {
+			return fmt.Errorf("plotting %s: %w", sc, err)
+		}
+	}
+	return nil
+}
+
+func (rep *Report) scenarios() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		if !seen[r.Scenario] {
+			seen[r.Scenario] = true
+			out = append(out, r.Scenario)
+		}
+	}
+	return out
+}
+
+func (rep *Report) byScenario(sc string) []Result {
+	var out []Result
+	for _, r := range rep.Results {
+		if r.Scenario == sc {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Contestant < out[j].Contestant })
+	return out
+}
+
+// Markdown writes the table.
+func (rep *Report) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "Command: `%s`  \nMachine: %s  \nDate: %s, run took %s  \nTimings: %s\n\n", rep.Command, rep.Machine, rep.Date, rep.Duration, rep.Timings)
+	fmt.Fprintln(w, "| scenario | contestant | leaf NotReady | NoExecute taints | host evictions | member pods deleted | member pods started | pod-s NotReady (host) | capacity-s lost | orphans | recovered after |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, sc := range rep.scenarios() {
+		for _, r := range rep.byScenario(sc) {
+			rec := "—"
+			switch {
+			case r.RecoveredAfter < 0:
+				rec = "not within the run"
+			case r.RecoveredAfter > 0:
+				rec = fmt.Sprintf("%.0fs", r.RecoveredAfter)
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %.0f | %.0f | %d | %s |\n",
+				r.Scenario, r.Contestant, r.NotReadyTransitions, r.NoExecuteTaints, r.HostEvictions,
+				r.MemberPodsDeleted, r.MemberPodsStarted, r.PodSecondsNotReady, r.CapacitySecondsLost, r.OrphansAtEnd, rec)
+		}
+	}
+}
+
+// Machine describes this machine in one line.
+func Machine() string {
+	host, _ := os.Hostname()
+	cpu := "?"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		n := strings.Count(string(data), "processor\t:")
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				cpu = fmt.Sprintf("%d × %s", n, strings.TrimSpace(strings.SplitN(line, ":", 2)[1]))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %s", host, cpu)
+}
