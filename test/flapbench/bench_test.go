@@ -60,7 +60,7 @@ podSync:
 
 const timingsText = "KCM node-monitor-period 2s, grace 17s (production 5s/50s); tolerationSeconds 100s (300s); " +
 	"leafsync probe 2s, cordonAfter 4s, notReadyAfter 30s, readyAfter 10s, Lease renewed every 3s (13s); " +
-	"virtual-kubelet Lease renewed every 3s (13s), its own ping and status intervals"
+	"virtual-kubelet ping every 3s with a 1s timeout (10s, none; Liqo sets 1s), Lease renewed every 3s (10s, 40s), status written every 20s (1m)"
 
 // Scenario is a fault applied to every contestant at once.
 type Scenario struct {
@@ -367,7 +367,7 @@ func startVirtualKubelet(t *testing.T, host *harness.Cluster, c *contestant) {
 	}
 	harness.StartBinary(t, "vk-baseline", harness.Bin(t, "vk-baseline"),
 		"--kubeconfig="+hostKC, "--member-kubeconfig="+memberKC, "--node-name="+c.leaf,
-		"--lease-duration=13s", "--lease-renew-interval=3s",
+		"--lease-duration=13s", "--lease-renew-interval=3s", "--ping-interval=3s", "--ping-timeout=1s", "--status-update-interval=20s",
 		"--label=kubernetes.io/hostname="+c.leaf+",type=virtual-kubelet,leafsync.io/contestant=virtual-kubelet")
 }
 

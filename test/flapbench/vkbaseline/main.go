@@ -68,6 +68,7 @@ type options struct {
 	kubeconfig, memberKubeconfig, nodeName string
 	leaseDuration, leaseRenewInterval      time.Duration
 	pingTimeout                            time.Duration
+	pingInterval, statusInterval           time.Duration
 	taint                                  string
 	labels                                 listFlag
 	healthAddr                             string
@@ -82,6 +83,8 @@ func main() {
 	flag.DurationVar(&o.leaseDuration, "lease-duration", node.DefaultLeaseDuration*time.Second, "node Lease duration (whole seconds)")
 	flag.DurationVar(&o.leaseRenewInterval, "lease-renew-interval", 10*time.Second, "node Lease renew interval")
 	flag.DurationVar(&o.pingTimeout, "ping-timeout", 0, "timeout of one Ping of the member (0: none, VK's default)")
+	flag.DurationVar(&o.pingInterval, "ping-interval", node.DefaultPingInterval, "how often the member is pinged (VK's default)")
+	flag.DurationVar(&o.statusInterval, "status-update-interval", node.DefaultStatusUpdateInterval, "how often the Node status is written (VK's default)")
 	flag.StringVar(&o.taint, "taint", "leafsync.io/leaf=true:NoSchedule", "taint of the Node, key[=value]:Effect (empty: none)")
 	flag.Var(&o.labels, "label", "Node label key=value; repeated or comma-separated")
 	flag.StringVar(&o.healthAddr, "health-addr", "", "if set, serve GET /healthz (200) on this address")
@@ -182,6 +185,7 @@ func run(ctx context.Context, o options) error {
 	defer scmFactory.Shutdown()
 	defer memberFactory.Shutdown()
 	// GetPods (VK's dangling-pod cleanup at start) must see every member pod.
+	klog.Info("waiting for the member pod cache")
 	if !cache.WaitForCacheSync(ctx.Done(), memberPods.Informer().HasSynced) {
 		return nil // interrupted
 	}
@@ -228,8 +232,8 @@ func nodeOptions(o options, host kubernetes.Interface) []node.NodeControllerOpt 
 	leases := host.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	opts := []node.NodeControllerOpt{
 		node.WithNodeEnableLeaseV1WithRenewInterval(leases, int32(o.leaseDuration/time.Second), o.leaseRenewInterval),
-		node.WithNodePingInterval(node.DefaultPingInterval),
-		node.WithNodeStatusUpdateInterval(node.DefaultStatusUpdateInterval),
+		node.WithNodePingInterval(o.pingInterval),
+		node.WithNodeStatusUpdateInterval(o.statusInterval),
 	}
 	if o.pingTimeout > 0 {
 		opts = append(opts, node.WithNodePingTimeout(o.pingTimeout))

@@ -201,12 +201,11 @@ func (p *provider) notifyStatus(ctx context.Context, obj any, deleted bool, noti
 	if err != nil || string(hp.UID) != m.Annotations[hostUIDAnnotation] {
 		return // not (or no longer) the pod of a host pod on this node
 	}
+	// Only the status passes: the API server rejects a status update that
+	// changes deletion metadata, and a member pod deleted on its own ends
+	// as Failed below, which its controller replaces.
 	out := hp.DeepCopy()
 	out.Status = *m.Status.DeepCopy()
-	// VK deletes the host pod when the provider's pod is being deleted
-	// (e.g. evicted in the member) and the host's is not.
-	out.DeletionTimestamp = m.DeletionTimestamp
-	out.DeletionGracePeriodSeconds = m.DeletionGracePeriodSeconds
 	if deleted {
 		if hp.Status.Phase == corev1.PodSucceeded || hp.Status.Phase == corev1.PodFailed {
 			return
