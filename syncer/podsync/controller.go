@@ -83,7 +83,7 @@ type Controller struct {
 	// assignMu serializes the assignment of replacements to deferred deletes.
 	assignMu sync.Mutex
 
-	nsPods nsPodCache
+	nsWatch nsWatch
 }
 
 // New returns a Controller; Start runs it.
@@ -105,7 +105,7 @@ func New(o Options) *Controller {
 		log:     o.Logger.WithName("podsync"),
 		members: map[string]*memberSync{},
 	}
-	c.nsPods = nsPodCache{host: o.Host, ttl: time.Second, now: o.Now, entries: map[string]nsPods{}}
+	c.nsWatch = nsWatch{host: o.Host, onChange: c.deferredNamespaceChanged}
 	return c
 }
 
@@ -115,6 +115,8 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // Start follows the registry until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("pod-sync", c.cleanup)
+	c.nsWatch.start(ctx)
+	defer c.nsWatch.wait()
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.LeafNodes.Informer().HasSynced) {
 		return nil
 	}
@@ -592,10 +594,9 @@ func (c *Controller) replacementsReady(ctx context.Context, cluster string, st h
 }
 
 func (c *Controller) replaced(ctx context.Context, cluster string, r store.PendingDelete) bool {
-	pods, err := c.nsPods.list(ctx, r.Namespace)
-	if err != nil {
-		c.log.V(1).Info("listing host pods for replacements", "namespace", r.Namespace, "error", err.Error())
-		return false
+	pods, ok := c.nsWatch.pods(r.Namespace)
+	if !ok {
+		return false // not synced yet: looked at again at the next poll
 	}
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
@@ -616,14 +617,28 @@ func (c *Controller) replaced(ctx context.Context, cluster string, r store.Pendi
 	return uid != "" && ready
 }
 
+// deferredNamespaceChanged: a host pod changed in a namespace with
+// deferred deletes; they look at their replacements again now.
+func (c *Controller) deferredNamespaceChanged(namespace string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for cluster, ms := range c.members {
+		for _, r := range c.opts.Keeper.State(cluster).Deletes {
+			if r.Kind == store.Deferred && r.Namespace == namespace {
+				ms.queue.Add(key{cluster, r.Namespace, r.Name})
+			}
+		}
+	}
+}
+
 // recordDeferred records a deferred delete with a replacement assigned
 // (when one exists already: a ReplicaSet creates it as the eviction
 // happens), so that no later delete of the same owner can take it.
 func (c *Controller) recordDeferred(ctx context.Context, cluster string, r store.PendingDelete) {
-	pods, err := c.nsPods.list(ctx, r.Namespace)
+	pods, synced := c.nsWatch.pods(r.Namespace)
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	if kind, _ := splitOwner(r.Owner); err == nil && kind != "StatefulSet" {
+	if kind, _ := splitOwner(r.Owner); synced && kind != "StatefulSet" {
 		taken, pending := c.assignments(r)
 		r.Replacement, _ = ChooseReplacement(r, taken, pending, pods)
 		c.log.V(1).Info("replacement assigned", "cluster", cluster, "pod", r.Namespace+"/"+r.Name, "hostUID", r.HostUID, "replacement", r.Replacement)
@@ -645,47 +660,6 @@ func (c *Controller) assignments(r store.PendingDelete) (taken, pending map[stri
 		}
 	}
 	return taken, pending
-}
-
-// nsPodCache lists a namespace's host pods at most once per ttl, for
-// replacement checks (host pods off the leaves are not in any informer).
-type nsPodCache struct {
-	host    kubernetes.Interface
-	ttl     time.Duration
-	now     func() time.Time
-	mu      sync.Mutex
-	entries map[string]nsPods
-}
-
-type nsPods struct {
-	at   time.Time
-	pods []*corev1.Pod
-}
-
-func (n *nsPodCache) list(ctx context.Context, ns string) ([]*corev1.Pod, error) {
-	n.mu.Lock()
-	e, ok := n.entries[ns]
-	n.mu.Unlock()
-	if ok && n.now().Sub(e.at) < n.ttl {
-		return e.pods, nil
-	}
-	list, err := n.host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pods := make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
-	}
-	n.mu.Lock()
-	n.entries[ns] = nsPods{at: n.now(), pods: pods}
-	for k, v := range n.entries {
-		if n.now().Sub(v.at) > time.Minute {
-			delete(n.entries, k)
-		}
-	}
-	n.mu.Unlock()
-	return pods, nil
 }
 
 // notOwnedRetry: how soon pods bound to a Node that is not (yet) the

@@ -1,0 +1,119 @@
+package podsync
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// nsWatch follows the host pods of the namespaces that have deferred
+// deletes, for their replacements: replacements may run anywhere in the
+// host, so no leaf's informer has them, and a cluster-wide pod informer
+// would cost every host for what only a pending deferral needs. One
+// informer per namespace is started on first need and stopped once no
+// deferred delete of that namespace has asked for it for idleAfter.
+type nsWatch struct {
+	host kubernetes.Interface
+	// onChange is told of a pod change in a watched namespace (deferred
+	// deletes of that namespace look again at once, not at their next poll).
+	onChange func(namespace string)
+
+	mu  sync.Mutex
+	ctx context.Context
+	ns  map[string]*nsInformer
+	wg  sync.WaitGroup
+}
+
+type nsInformer struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	lastUsed time.Time
+}
+
+// idleAfter: a namespace's informer stops this long after its last use.
+const idleAfter = 2 * time.Minute
+
+// start lets pods start informers; they stop with ctx.
+func (w *nsWatch) start(ctx context.Context) {
+	w.mu.Lock()
+	w.ctx, w.ns = ctx, map[string]*nsInformer{}
+	w.mu.Unlock()
+	go func() {
+		tick := time.NewTicker(idleAfter / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				w.stopIdle(time.Now())
+			}
+		}
+	}()
+}
+
+// pods returns the namespace's host pods, and false until its informer
+// has synced (the caller looks again later).
+func (w *nsWatch) pods(namespace string) ([]*corev1.Pod, bool) {
+	w.mu.Lock()
+	if w.ctx == nil || w.ctx.Err() != nil {
+		w.mu.Unlock()
+		return nil, false
+	}
+	n := w.ns[namespace]
+	if n == nil {
+		n = w.startLocked(namespace)
+	}
+	n.lastUsed = time.Now()
+	inf := n.informer
+	w.mu.Unlock()
+	if !inf.HasSynced() {
+		return nil, false
+	}
+	objs := inf.GetStore().List()
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, true
+}
+
+func (w *nsWatch) startLocked(namespace string) *nsInformer {
+	ctx, cancel := context.WithCancel(w.ctx)
+	inf := informers.NewSharedInformerFactoryWithOptions(w.host, 0, informers.WithNamespace(namespace)).Core().V1().Pods().Informer()
+	notify := func(any) {
+		if w.onChange != nil {
+			w.onChange(namespace)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify,
+	})
+	n := &nsInformer{informer: inf, cancel: cancel}
+	w.ns[namespace] = n
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); inf.Run(ctx.Done()) }()
+	return n
+}
+
+// stopIdle stops the informers not used since idleAfter.
+func (w *nsWatch) stopIdle(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ns, n := range w.ns {
+		if now.Sub(n.lastUsed) > idleAfter {
+			n.cancel()
+			delete(w.ns, ns)
+		}
+	}
+}
+
+// wait returns once every informer has stopped (after start's ctx ended).
+func (w *nsWatch) wait() { w.wg.Wait() }
