@@ -60,7 +60,7 @@ podSync:
 
 const timingsText = "KCM node-monitor-period 2s, grace 17s (production 5s/50s); tolerationSeconds 100s (300s); " +
 	"leafsync probe 2s, cordonAfter 4s, notReadyAfter 30s, readyAfter 10s, Lease renewed every 3s (13s); " +
-	"virtual-kubelet ping every 3s with a 1s timeout (10s, none; Liqo sets 1s), Lease renewed every 3s (10s, 40s), status written every 20s (1m)"
+	"virtual-kubelet ping every 3s with a 1s timeout (10s, none; Liqo sets 1s), Lease renewed every 3s (10s, 40s), status written every 20s (1m), member pods re-notified every 20s (informer resync, 1m)"
 
 // Scenario is a fault applied to every contestant at once.
 type Scenario struct {
@@ -145,9 +145,9 @@ func memberRefusesCreates(during time.Duration) func(*testing.T, []*contestant) 
 var scenarios = []Scenario{
 	{Name: "partition-5s", Fault: partition(5 * time.Second), Observe: 30 * time.Second, Promise: true, Quiet: true},
 	{Name: "partition-15s", Fault: partition(15 * time.Second), Observe: 40 * time.Second, Promise: true, Quiet: true},
-	{Name: "partition-29s", Fault: partition(29 * time.Second), Observe: 40 * time.Second, Promise: true, Quiet: true},
-	{Name: "ten-10s-partitions", Fault: repeated(10, 10*time.Second, 10*time.Second), Observe: 40 * time.Second, Promise: true, Quiet: true},
-	{Name: "outage-150s", Fault: partition(150 * time.Second), Observe: 90 * time.Second},
+	{Name: "partition-29s", Fault: partition(29 * time.Second), Observe: 60 * time.Second, Promise: true, Quiet: true},
+	{Name: "ten-10s-partitions", Fault: repeated(10, 10*time.Second, 10*time.Second), Observe: 60 * time.Second, Promise: true, Quiet: true},
+	{Name: "outage-150s", Fault: partition(150 * time.Second), Observe: 120 * time.Second},
 	{Name: "host-latency-3s-60s", Fault: hostLatency(3*time.Second, 60*time.Second), Observe: 40 * time.Second, Promise: true, Quiet: true},
 	{Name: "member-500-on-creates-60s", Fault: memberRefusesCreates(60 * time.Second), Observe: 40 * time.Second, Promise: true},
 }
@@ -367,7 +367,7 @@ func startVirtualKubelet(t *testing.T, host *harness.Cluster, c *contestant) {
 	}
 	harness.StartBinary(t, "vk-baseline", harness.Bin(t, "vk-baseline"),
 		"--kubeconfig="+hostKC, "--member-kubeconfig="+memberKC, "--node-name="+c.leaf,
-		"--lease-duration=13s", "--lease-renew-interval=3s", "--ping-interval=3s", "--ping-timeout=1s", "--status-update-interval=20s",
+		"--lease-duration=13s", "--lease-renew-interval=3s", "--ping-interval=3s", "--ping-timeout=1s", "--status-update-interval=20s", "--informer-resync=20s",
 		"--label=kubernetes.io/hostname="+c.leaf+",type=virtual-kubelet,leafsync.io/contestant=virtual-kubelet")
 }
 

@@ -37,8 +37,6 @@ import (
 )
 
 const (
-	// informerResync is nodeutil.NewNode's default InformerResyncPeriod.
-	informerResync = time.Minute
 	// kubeletVersion follows VK's own "<k8s>-vk-<vk>" convention.
 	kubeletVersion = "v1.36.3-vk-v1.13.0"
 )
@@ -69,6 +67,7 @@ type options struct {
 	leaseDuration, leaseRenewInterval      time.Duration
 	pingTimeout                            time.Duration
 	pingInterval, statusInterval           time.Duration
+	informerResync                         time.Duration
 	taint                                  string
 	labels                                 listFlag
 	healthAddr                             string
@@ -84,6 +83,7 @@ func main() {
 	flag.DurationVar(&o.leaseRenewInterval, "lease-renew-interval", 10*time.Second, "node Lease renew interval")
 	flag.DurationVar(&o.pingTimeout, "ping-timeout", 0, "timeout of one Ping of the member (0: none, VK's default)")
 	flag.DurationVar(&o.pingInterval, "ping-interval", node.DefaultPingInterval, "how often the member is pinged (VK's default)")
+	flag.DurationVar(&o.informerResync, "informer-resync", time.Minute, "resync of the informers (nodeutil.NewNode's default InformerResyncPeriod); member pods are re-notified to VK at each")
 	flag.DurationVar(&o.statusInterval, "status-update-interval", node.DefaultStatusUpdateInterval, "how often the Node status is written (VK's default)")
 	flag.StringVar(&o.taint, "taint", "leafsync.io/leaf=true:NoSchedule", "taint of the Node, key[=value]:Effect (empty: none)")
 	flag.Var(&o.labels, "label", "Node label key=value; repeated or comma-separated")
@@ -133,18 +133,18 @@ func run(ctx context.Context, o options) error {
 
 	// Host informers as nodeutil.NewNode makes them: our node's pods, and
 	// the ConfigMaps, Secrets and Services VK resolves env vars from.
-	podFactory := informers.NewSharedInformerFactoryWithOptions(host, informerResync,
+	podFactory := informers.NewSharedInformerFactoryWithOptions(host, o.informerResync,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.nodeName).String()
 		}))
-	scmFactory := informers.NewSharedInformerFactory(host, informerResync)
+	scmFactory := informers.NewSharedInformerFactory(host, o.informerResync)
 	podInformer := podFactory.Core().V1().Pods()
 	cmInformer := scmFactory.Core().V1().ConfigMaps()
 	secretInformer := scmFactory.Core().V1().Secrets()
 	svcInformer := scmFactory.Core().V1().Services()
 
 	// Member pods we created, for GetPod(s) and status notifications.
-	memberFactory := informers.NewSharedInformerFactoryWithOptions(member, informerResync,
+	memberFactory := informers.NewSharedInformerFactoryWithOptions(member, o.informerResync,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = contestantLabel + "=" + contestant
 		}))
