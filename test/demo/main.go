@@ -1,13 +1,19 @@
-// Command demo runs leafsync's main job on this machine, with real parts: a
-// host cluster (etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler, a kwok worker) and two member clusters with kwok nodes
-// and pods, each behind a TCP fault proxy; the real leafsync binary
-// registers them as leaf nodes. Then member-a's network flaps for 6s and
-// member-b goes down for 20s, and the demo prints what the host saw.
+// Command demo runs leafsync's main job on this machine, with real parts,
+// and shows what it saves next to the virtual-kubelet architecture: a host
+// cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a
+// kwok worker) and three member clusters with kwok nodes, each behind a
+// TCP fault proxy. leafsync serves member-a and member-b as leaves;
+// virtual-kubelet v1.13.0 with a pass-through provider (bin/vk-baseline,
+// the baseline of the flap benchmark) serves member-vk. Each leaf runs a
+// Deployment and a StatefulSet of two pods. Then member-a and member-vk
+// flap for 30s (the same flap, shorter than leafsync's notReadyAfter) and
+// member-b goes down for 90s (an outage): the demo narrates what happens,
+// from the host's leaves, pods and Events, and ends with a table.
 //
-// Run it with `make demo`, which builds the control-plane binaries and
-// leafsync first. With -hold (the default) everything stays up until
-// Ctrl-C, for a look with kubectl.
+// Run it with `make demo`, which builds the control-plane binaries,
+// leafsync and the baseline first. With -hold (the default) everything
+// stays up until Ctrl-C, for a look with kubectl; Ctrl-C tears down and
+// exits 0.
 package main
 
 import (
@@ -20,32 +26,48 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/test/harness"
 )
 
 // demoConfig scales leafsync's thresholds down so the story plays out in
-// seconds: probe 1s, cordon after 2s, NotReady after 10s, Ready after 4s.
+// minutes: probe 1s, cordon after 2s, NotReady after 40s, Ready after 5s.
+// The host's KCM marks a silent node Unknown after 8s and evicts its pods
+// 10s later (tolerationSeconds).
 const demoConfig = `
 hysteresis:
   probeInterval: 1s
   cordonAfter: 2s
-  notReadyAfter: 10s
-  readyAfter: 4s
-  window: 60s
+  notReadyAfter: 40s
+  readyAfter: 5s
+  window: 120s
 leaves:
   leaseRenewInterval: 1s
   leaseRenewTimeout: 5s
 members:
   probeTimeout: 1s
+podSync:
+  maxDeferral: 60s
+  reapAfter: 10s
+  resync: 5s
 `
+
+const (
+	flap              = 30 * time.Second
+	outage            = 90 * time.Second
+	tolerationSeconds = 10
+)
 
 func main() {
 	hold := flag.Bool("hold", true, "keep everything running until Ctrl-C after the scenario")
@@ -66,78 +88,322 @@ func main() {
 	os.Exit(code)
 }
 
+// leafView is one leaf and the workloads on it, as the demo follows them.
+type leafView struct {
+	leaf, ns, by string
+	member       *harness.Cluster
+	proxy        *harness.FaultProxy
+}
+
 func run(env *demoEnv, hold bool) int {
 	ctx := context.Background()
 	start := time.Now()
-	say("starting a host and two member clusters (real kube-apiserver, KCM, scheduler, etcd, kwok)...")
+	say("starting a host and three member clusters (real kube-apiserver, KCM, scheduler, etcd, kwok)...")
 	host := harness.StartHost(env, harness.HostOptions{})
-	members := map[string]*harness.Cluster{
-		"member-a": harness.StartMember(env, harness.MemberOptions{Name: "member-a", Nodes: 3, Pods: 4}),
-		"member-b": harness.StartMember(env, harness.MemberOptions{Name: "member-b", Nodes: 2, Pods: 2}),
+	hc := host.Client()
+	views := []*leafView{
+		{leaf: "leaf-member-a", ns: "shop-a", by: "leafsync"},
+		{leaf: "leaf-member-b", ns: "shop-b", by: "leafsync"},
+		{leaf: "vk-member-vk", ns: "shop-vk", by: "virtual-kubelet"},
 	}
-	proxies := map[string]*harness.FaultProxy{}
-	for name, m := range members {
-		proxies[name] = harness.NewFaultProxy(env, name, m.Addr())
+	for _, v := range views {
+		name := strings.TrimPrefix(strings.TrimPrefix(v.leaf, "leaf-"), "vk-")
+		v.member = harness.StartMember(env, harness.MemberOptions{Name: name, Nodes: 2})
+		must(v.member.LiftNotReadyTaints(ctx))
+		must(v.member.StartScheduler())
+		v.proxy = harness.NewFaultProxy(env, name, v.member.Addr())
+		must(host.EnsureNamespace(ctx, v.ns))
 	}
+	a, b, vk := views[0], views[1], views[2]
 	say("control planes up in %s", time.Since(start).Round(time.Second))
 
-	hc := host.Client()
 	must(host.EnsureNamespace(ctx, "leafsync-system"))
 	cfgPath := filepath.Join(harness.LogDir(env), "leafsync-config.yaml")
 	must(os.WriteFile(cfgPath, []byte(demoConfig), 0o600))
 	ls := harness.StartLeafsync(env, "leafsync", host.Kubeconfig(), "--namespace=leafsync-system", "--config="+cfgPath, "--log-level=info")
-	for _, name := range []string{"member-a", "member-b"} {
+	register := func(v *leafView) {
+		name := strings.TrimPrefix(v.leaf, "leaf-")
 		secret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "member-" + name, Namespace: "leafsync-system",
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "leafsync-system",
 				Labels: map[string]string{"leafsync.io/cluster": name}},
-			Data: map[string][]byte{"kubeconfig": members[name].KubeconfigVia(proxies[name].Addr())},
+			Data: map[string][]byte{"kubeconfig": v.member.KubeconfigVia(v.proxy.Addr())},
 		}
 		_, err := hc.CoreV1().Secrets("leafsync-system").Create(ctx, secret, metav1.CreateOptions{})
 		must(err)
+		harness.Eventually(env, time.Minute, v.leaf+" Ready", func() error { return readyErr(hc, v.leaf) })
 	}
-	for _, leaf := range []string{"leaf-member-a", "leaf-member-b"} {
-		harness.Eventually(env, time.Minute, leaf+" Ready", func() error { return readyErr(hc, leaf) })
+	// member-b first, so that its StatefulSet (allowed on both leafsync
+	// leaves) starts there and has somewhere to fail over to.
+	register(b)
+	createWorkloads(ctx, hc, b, b.leaf, a.leaf)
+	register(a)
+	createWorkloads(ctx, hc, a, a.leaf)
+	dir := harness.LogDir(env)
+	hostKC, vkKC := filepath.Join(dir, "vk-host.kubeconfig"), filepath.Join(dir, "vk-member.kubeconfig")
+	must(os.WriteFile(hostKC, host.Kubeconfig(), 0o600))
+	must(os.WriteFile(vkKC, vk.member.KubeconfigVia(vk.proxy.Addr()), 0o600))
+	harness.StartBinary(env, "vk-baseline", harness.Bin(env, "vk-baseline"),
+		"--kubeconfig="+hostKC, "--member-kubeconfig="+vkKC, "--node-name="+vk.leaf,
+		"--ping-interval=1s", "--ping-timeout=1s", "--lease-renew-interval=1s", "--status-update-interval=10s", "--informer-resync=10s",
+		"--label=kubernetes.io/hostname="+vk.leaf+",type=virtual-kubelet")
+	harness.Eventually(env, time.Minute, vk.leaf+" Ready", func() error { return readyErr(hc, vk.leaf) })
+	createWorkloads(ctx, hc, vk, vk.leaf)
+	for _, v := range views {
+		harness.Eventually(env, 2*time.Minute, v.ns+" running", func() error {
+			if n := readyPods(ctx, hc, v.ns); n < 4 {
+				return fmt.Errorf("%d of 4 pods Ready", n)
+			}
+			return nil
+		})
 	}
-	say("leafsync registered both members; the host now has leaf nodes:")
-	kubectl(host, "get", "nodes", "-L", "leafsync.io/cluster")
-
-	watch := watchReady(hc)
-	say("member-a: network cut for 6s (a flap, shorter than notReadyAfter=10s)")
-	say("member-b: network cut for 20s (an outage, longer than notReadyAfter)")
-	proxies["member-a"].Cut()
-	proxies["member-b"].Cut()
-	time.Sleep(6 * time.Second)
-	must(proxies["member-a"].Heal())
-	time.Sleep(14 * time.Second)
-	must(proxies["member-b"].Heal())
-	harness.Eventually(env, time.Minute, "leaf-member-b Ready again", func() error { return readyErr(hc, "leaf-member-b") })
-	time.Sleep(3 * time.Second)
-	seen := watch()
+	say("three leaves, a Deployment and a StatefulSet of 2 pods on each:")
+	kubectl(host, "get", "nodes", "-L", "leafsync.io/cluster,type")
 
 	fmt.Println()
-	say("what the host saw (every version of each leaf's Ready condition, from a watch):")
-	for _, leaf := range []string{"leaf-member-a", "leaf-member-b"} {
-		fmt.Printf("  %s: %s\n", leaf, strings.Join(seen[leaf], " -> "))
+	say("now: member-a and member-vk cut for %s (a flap: longer than KCM's 8s grace, shorter than leafsync's notReadyAfter 40s);", flap)
+	say("     member-b cut for %s (an outage). Pods tolerate an unreachable node for %ds.", outage, tolerationSeconds)
+	fmt.Println()
+	nar := narrate(hc, views)
+	t0 := time.Now()
+	for _, v := range views {
+		v.proxy.Cut()
 	}
+	time.Sleep(flap)
+	must(a.proxy.Heal())
+	must(vk.proxy.Heal())
+	nar.note(fmt.Sprintf("member-a and member-vk reachable again (after %s)", flap))
+	time.Sleep(outage - flap)
+	must(b.proxy.Heal())
+	nar.note(fmt.Sprintf("member-b reachable again (after %s)", outage))
+	harness.Eventually(env, 2*time.Minute, "every leaf Ready and every pod Ready", func() error {
+		for _, v := range views {
+			if err := readyErr(hc, v.leaf); err != nil {
+				return fmt.Errorf("%s: %v", v.leaf, err)
+			}
+			if n := readyPods(ctx, hc, v.ns); n < 4 {
+				return fmt.Errorf("%s: %d of 4 pods Ready", v.ns, n)
+			}
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second)
+	sum := nar.stop()
+
+	fmt.Println()
+	say("summary, %s from the first cut:", time.Since(t0).Round(time.Second))
+	fmt.Printf("  %-15s %-16s %-18s %-13s %-15s %-15s %s\n", "LEAF", "SERVED BY", "FAULT", "LEAF NOTREADY", "PODS EVICTED", "MEMBER PODS DEL", "POD-SECONDS NOT READY")
+	faults := map[string]string{a.leaf: "30s flap", b.leaf: "90s outage", vk.leaf: "30s flap"}
+	for _, v := range views {
+		s := sum[v.leaf]
+		fmt.Printf("  %-15s %-16s %-18s %-13d %-15d %-15d %.0f\n", v.leaf, v.by, faults[v.leaf], s.notReady, len(s.evicted), len(s.memberDeleted), s.podSeconds)
+	}
+	fmt.Println()
+	sa, sb, sv := sum[a.leaf], sum[b.leaf], sum[vk.leaf]
+	say("the same 30s flap: on leafsync's leaf %d NotReady, %d pods evicted, %d member pods deleted, %.0f pod-seconds not Ready; on virtual-kubelet's %d, %d, %d, %.0f.",
+		sa.notReady, len(sa.evicted), len(sa.memberDeleted), sa.podSeconds, sv.notReady, len(sv.evicted), len(sv.memberDeleted), sv.podSeconds)
+	var moved []string
+	for pod, node := range sb.elsewhere {
+		moved = append(moved, pod+" on "+node)
+	}
+	sort.Strings(moved)
+	say("the 90s outage was real: leafsync let %d eviction(s) through once it had confirmed it; Ready elsewhere meanwhile: %s.", len(sb.evicted), strings.Join(moved, ", "))
 	say("leafsync's own account:")
 	cmd := exec.Command(harness.LeafsyncBinary(env), "status", "-n", "leafsync-system", "--kubeconfig", mustWrite(host))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	_ = cmd.Run()
 	say("from leafsync's metrics:")
-	printMetrics(ls.MetricsAddr, "leafsync_member_flaps_suppressed_total", "leafsync_member_transitions_total{cluster=\"member-b\",from=\"Suspect\",to=\"NotReady\"}")
-	fmt.Println()
-	say("member-a's flap never made its leaf NotReady; member-b's outage did, and it came back after readyAfter.")
+	printMetrics(ls.MetricsAddr, "leafsync_member_flaps_suppressed_total", "leafsync_evictions_refused_total", "leafsync_evictions_completed_total")
 	if !hold {
 		return 0
 	}
 	fmt.Printf("\ndemo: logs are in %s\n", filepath.Dir(host.Dir))
-	fmt.Printf("demo: kubectl --kubeconfig %s get nodes\n", mustWrite(host))
+	fmt.Printf("demo: host:      kubectl --kubeconfig %s get nodes,pods -A -o wide\n", mustWrite(host))
+	for _, v := range views {
+		fmt.Printf("demo: %-10s kubectl --kubeconfig %s get pods -A\n", v.leaf[strings.LastIndex(v.leaf, "-")+1:]+":", mustWrite(v.member))
+	}
 	fmt.Println("demo: press Ctrl-C to tear everything down")
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	fmt.Println("\ndemo: tearing down")
 	return 0
+}
+
+func createWorkloads(ctx context.Context, hc kubernetes.Interface, v *leafView, dbLeaves ...string) {
+	web := harness.LeafWorkload{Namespace: v.ns, Name: "web", Replicas: 2, Leaves: []string{v.leaf},
+		TolerationSeconds: tolerationSeconds, TerminationGracePeriodSeconds: ptr.To[int64](5)}
+	db := web
+	db.Name, db.Leaves = "db", dbLeaves
+	_, err := hc.AppsV1().Deployments(v.ns).Create(ctx, web.Deployment(), metav1.CreateOptions{})
+	must(err)
+	_, err = hc.AppsV1().StatefulSets(v.ns).Create(ctx, db.StatefulSet(), metav1.CreateOptions{})
+	must(err)
+}
+
+func readyPods(ctx context.Context, hc kubernetes.Interface, ns string) int {
+	pods, err := hc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && podReady(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// leafSummary is what a leaf's workloads went through.
+type leafSummary struct {
+	notReady      int
+	evicted       map[string]bool
+	memberDeleted map[types.UID]bool
+	podSeconds    float64
+	// elsewhere: pods of this leaf's workloads seen Ready on another node.
+	elsewhere map[string]string
+}
+
+// narrator polls the host (leaves, pods, Events) and the members (pods)
+// once a second and prints what changed.
+type narrator struct {
+	start  time.Time
+	mu     sync.Mutex
+	notes  chan string
+	stopCh chan struct{}
+	done   chan map[string]*leafSummary
+}
+
+func (n *narrator) note(s string) { n.notes <- s }
+
+func (n *narrator) stop() map[string]*leafSummary {
+	close(n.stopCh)
+	return <-n.done
+}
+
+// events worth narrating, from leafsync (on leaves and pods) and KCM.
+var narrated = map[string]bool{
+	"LeafFlapSuppressed": true, "LeafNotReady": true, "LeafRecovering": true, "LeafReady": true, "LeafCordoned": true,
+	"EvictionRefused": true, "EvictionCompleted": true, "StaleEvictionDeferred": true, "MemberPodAdopted": true,
+	"PodReaped": true, "DeleteOwed": true, "TaintManagerEviction": true, "NodeNotReady": true,
+}
+
+func narrate(hc kubernetes.Interface, views []*leafView) *narrator {
+	n := &narrator{start: time.Now(), notes: make(chan string, 8), stopCh: make(chan struct{}), done: make(chan map[string]*leafSummary, 1)}
+	ctx := context.Background()
+	sum := map[string]*leafSummary{}
+	last := map[string]string{}
+	memberSeen := map[string]map[types.UID]bool{}
+	for _, v := range views {
+		sum[v.leaf] = &leafSummary{evicted: map[string]bool{}, memberDeleted: map[types.UID]bool{}, elsewhere: map[string]string{}}
+		memberSeen[v.leaf] = map[types.UID]bool{}
+	}
+	leafOfNS := map[string]string{}
+	for _, v := range views {
+		leafOfNS[v.ns] = v.leaf
+	}
+	seenEvents := map[types.UID]bool{}
+	if evs, err := hc.EventsV1().Events("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range evs.Items {
+			seenEvents[e.UID] = true
+		}
+	}
+	print := func(format string, args ...any) {
+		fmt.Printf("  t+%-4s "+format+"\n", append([]any{time.Since(n.start).Round(time.Second).String()}, args...)...)
+	}
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			for _, v := range views {
+				s := sum[v.leaf]
+				node, err := hc.CoreV1().Nodes().Get(ctx, v.leaf, metav1.GetOptions{})
+				ready := "missing"
+				if err == nil {
+					ready = string(harness.NodeReady(node))
+				}
+				pods, _ := hc.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{})
+				readyN := 0
+				if pods != nil {
+					for i := range pods.Items {
+						p := &pods.Items[i]
+						if p.DeletionTimestamp == nil && podReady(p) {
+							readyN++
+						}
+						if p.Spec.NodeName != "" && p.Spec.NodeName != v.leaf && podReady(p) {
+							s.elsewhere[p.Name] = p.Spec.NodeName
+						}
+					}
+				}
+				s.podSeconds += float64(max(4-readyN, 0))
+				if mp, err := v.member.Client().CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{}); err == nil {
+					now := map[types.UID]bool{}
+					for i := range mp.Items {
+						now[mp.Items[i].UID] = true
+						memberSeen[v.leaf][mp.Items[i].UID] = true
+					}
+					for uid := range memberSeen[v.leaf] {
+						if !now[uid] {
+							s.memberDeleted[uid] = true
+						}
+					}
+				}
+				state := fmt.Sprintf("leaf Ready=%s, %d/4 pods Ready", ready, readyN)
+				if state != last[v.leaf] {
+					if strings.HasPrefix(last[v.leaf], "leaf Ready=True") && ready != "True" {
+						s.notReady++
+					}
+					print("%-14s (%s) %s", v.leaf, v.by, state)
+					last[v.leaf] = state
+				}
+			}
+			if evs, err := hc.EventsV1().Events("").List(ctx, metav1.ListOptions{}); err == nil {
+				var fresh []string
+				for _, e := range evs.Items {
+					if seenEvents[e.UID] || !narrated[e.Reason] {
+						continue
+					}
+					seenEvents[e.UID] = true
+					if leaf, ok := leafOfNS[e.Regarding.Namespace]; ok && e.Reason == "TaintManagerEviction" && strings.HasPrefix(e.Note, "Marking for deletion") {
+						sum[leaf].evicted[e.Regarding.Name] = true // KCM's Events carry no pod UID
+					}
+					fresh = append(fresh, fmt.Sprintf("event %s on %s %s: %s", e.Reason, strings.ToLower(e.Regarding.Kind), e.Regarding.Name, firstLine(e.Note)))
+				}
+				sort.Strings(fresh)
+				for _, f := range fresh {
+					print("%s", f)
+				}
+			}
+			select {
+			case s := <-n.notes:
+				print("--- %s", s)
+			case <-n.stopCh:
+				n.done <- sum
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return n
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 140 {
+		s = s[:140] + "…"
+	}
+	return s
 }
 
 func say(format string, args ...any) { fmt.Printf("demo: "+format+"\n", args...) }
@@ -164,39 +430,6 @@ func readyErr(hc kubernetes.Interface, leaf string) error {
 		return fmt.Errorf("Ready=%s", s)
 	}
 	return nil
-}
-
-// watchReady records each leaf's Ready condition changes until stopped.
-func watchReady(hc kubernetes.Interface) (stop func() map[string][]string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	seen := map[string][]string{}
-	done := make(chan struct{})
-	w, err := hc.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "leafsync.io/cluster"})
-	must(err)
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			state := string(harness.NodeReady(n))
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					state = fmt.Sprintf("%s(%s)", c.Status, c.Reason)
-				}
-			}
-			for _, t := range n.Spec.Taints {
-				if t.Key == "leafsync.io/unreachable" {
-					state += "+cordoned"
-				}
-			}
-			if l := seen[n.Name]; len(l) == 0 || l[len(l)-1] != state {
-				seen[n.Name] = append(l, state)
-			}
-		}
-	}()
-	return func() map[string][]string { cancel(); w.Stop(); <-done; return seen }
 }
 
 func printMetrics(addr string, names ...string) {
