@@ -80,9 +80,53 @@ func conditionStamp(c *corev1.PodCondition) string {
 // or the pod tolerates it for ever. (Its rules: kube-controller-manager's
 // tainteviction.getMinTolerationTime.)
 func evictionDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.Time, ok bool) {
+	return noExecuteDeadline(hp, leafTaints, true)
+}
+
+// userTaintDeadline is the same for the NoExecute taints node lifecycle
+// did not set (a user's maintenance taint, out-of-service): the taint
+// manager evicts for them whatever the member's state.
+func userTaintDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.Time, ok bool) {
+	if d, ok := noExecuteDeadline(hp, leafTaints, false); ok {
+		return d, true
+	}
+	// A taint without timeAdded (node lifecycle sets it; a user usually
+	// does not): the taint manager counts from when it saw the taint, which
+	// its own DisruptionTarget condition, set as it tried to evict, records.
+	c := evictionCondition(hp)
+	if c == nil || c.Reason != CauseTaintManager {
+		return time.Time{}, false
+	}
 	for i := range leafTaints {
 		t := &leafTaints[i]
-		if t.Effect != corev1.TaintEffectNoExecute || !lifecycleTaints[t.Key] || t.TimeAdded == nil {
+		if t.Effect == corev1.TaintEffectNoExecute && !lifecycleTaints[t.Key] && t.TimeAdded == nil && !toleratesForever(hp, t) {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// toleratesForever: a toleration matches the taint and none that matches
+// bounds it with tolerationSeconds.
+func toleratesForever(hp *corev1.Pod, t *corev1.Taint) bool {
+	tolerated := false
+	for j := range hp.Spec.Tolerations {
+		tol := &hp.Spec.Tolerations[j]
+		if !tol.ToleratesTaint(klog.Background(), t, false) {
+			continue
+		}
+		if tol.TolerationSeconds != nil {
+			return false
+		}
+		tolerated = true
+	}
+	return tolerated
+}
+
+func noExecuteDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, lifecycle bool) (deadline time.Time, ok bool) {
+	for i := range leafTaints {
+		t := &leafTaints[i]
+		if t.Effect != corev1.TaintEffectNoExecute || lifecycleTaints[t.Key] != lifecycle || t.TimeAdded == nil {
 			continue
 		}
 		wait, forever, tolerated := time.Duration(-1), true, false
@@ -131,6 +175,19 @@ func decideEvictions(in Input, p *Plan) {
 					Message: fmt.Sprintf("the taint manager's eviction (%s) did not happen: member cluster %s was %s, so the eviction guard refused it; the pod keeps running", c.LastTransitionTime.UTC().Format(time.RFC3339), in.Cluster, in.State.State)})
 		default:
 			p.requeue(refusedAfter - age)
+		}
+	}
+	// A user's NoExecute taint: the guard cannot tell the taint manager's
+	// delete for it from one for a lapsed Lease, and refuses it while the
+	// member is Ready; the eviction is the user's intent, so leafsync
+	// carries it out.
+	if deadline, ok := userTaintDeadline(hp, in.LeafTaints); ok {
+		if due := deadline.Add(completeAfter); in.Now.Before(due) {
+			p.requeue(due.Sub(in.Now))
+		} else {
+			p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
+				Message: fmt.Sprintf("evicted by leafsync as the taint manager would have: the leaf carries a NoExecute taint the pod does not tolerate (due %s)", deadline.UTC().Format(time.RFC3339))})
+			return
 		}
 	}
 	if in.State.State != hysteresis.NotReady {

@@ -140,3 +140,47 @@ func TestDeniedEvictionsAreCompletedWhenTheOutageIsReal(t *testing.T) {
 		}
 	}
 }
+
+func TestUserTaintEvictionsAreCompletedWhateverTheMemberState(t *testing.T) {
+	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+	taints := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(t0.Add(-time.Minute)))}}
+	for _, st := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect, hysteresis.NotReady} {
+		in := input(st, hp, memberOf(hp, "m1"))
+		in.LeafTaints = taints
+		if p := Decide(in); !p.Has(EvictHost) {
+			t.Fatalf("member %s, user NoExecute taint a minute old: plan %v, want EvictHost", st, types_(p))
+		}
+	}
+	// Just added: the taint manager goes first.
+	in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+	in.LeafTaints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(t0.Add(-time.Second)))}}
+	if p := Decide(in); p.Has(EvictHost) || p.Requeue != completeAfter-time.Second {
+		t.Fatalf("fresh user taint: plan %v requeue %s", types_(p), p.Requeue)
+	}
+	// Tolerated: nothing.
+	tol := withMemberUID(withFinalizer(hostPod("h2")), "m2")
+	tol.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+	in = input(hysteresis.Ready, tol, memberOf(tol, "m2"))
+	in.LeafTaints = taints
+	if p := Decide(in); p.Has(EvictHost) {
+		t.Fatalf("tolerated user taint evicted: %v", types_(p))
+	}
+}
+
+func TestUserTaintWithoutTimeAddedCountsFromTheTaintManagersAttempt(t *testing.T) {
+	taints := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute}}
+	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+	in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+	in.LeafTaints = taints
+	if p := Decide(in); p.Has(EvictHost) {
+		t.Fatalf("no attempt by the taint manager yet: evicted %v", types_(p))
+	}
+	markedByTaintManager(hp, t0.Add(-10*time.Second)) // tried and was refused
+	if p := Decide(in); !p.Has(EvictHost) {
+		t.Fatalf("refused taint-manager eviction for a user taint: plan %v, want EvictHost", types_(p))
+	}
+	hp.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+	if p := Decide(in); p.Has(EvictHost) {
+		t.Fatalf("tolerated for ever: evicted %v", types_(p))
+	}
+}
