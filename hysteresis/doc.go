@@ -39,6 +39,13 @@
 // NotReady and Recovering are not: a recovering member must prove itself for
 // readyAfter before the leaf is Ready again.
 //
+// An outage has two times: OutageSince, when it was confirmed (NotReady
+// entered), and UnreachableSince, when it began (the first failure of the
+// streak that went NotReady). Pod sync counts the pods' tolerations of an
+// unreachable leaf from the beginning, so that waiting out a flap does not
+// delay failover in a real outage; a cluster the mass-disconnect guard
+// held begins its outage at the release, which keeps the release's pacing.
+//
 // Cordoned (NoSchedule) is orthogonal to the state. A leaf is cordoned when
 // any of these holds:
 //   - failures (of any class) have been continuous for cordonAfter;

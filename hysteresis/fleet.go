@@ -42,9 +42,10 @@ type cluster struct {
 	maxCredit time.Duration // evidence one observation can add: 1.5×probeInterval
 	width     int64         // availability bucket width, ns
 
-	state       State
-	since       time.Time
-	outageSince time.Time
+	state            State
+	since            time.Time
+	outageSince      time.Time
+	unreachableSince time.Time
 
 	last       time.Time
 	lastOut    outcome
@@ -198,18 +199,19 @@ func (f *Fleet) Counters(name string) (Counters, bool) {
 
 func (c *cluster) status() Status {
 	return Status{
-		State:        c.state,
-		Cordoned:     c.cordoned,
-		Reason:       c.reason,
-		Detail:       c.detail,
-		Since:        c.since,
-		OutageSince:  c.outageSince,
-		LastObserved: c.last,
-		Penalty:      c.penalty,
-		Damped:       c.damped,
-		Held:         c.held,
-		HeldFor:      c.heldFor,
-		Released:     c.released,
+		State:            c.state,
+		Cordoned:         c.cordoned,
+		Reason:           c.reason,
+		Detail:           c.detail,
+		Since:            c.since,
+		OutageSince:      c.outageSince,
+		UnreachableSince: c.unreachableSince,
+		LastObserved:     c.last,
+		Penalty:          c.penalty,
+		Damped:           c.damped,
+		Held:             c.held,
+		HeldFor:          c.heldFor,
+		Released:         c.released,
 	}
 }
 
@@ -304,14 +306,20 @@ func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (St
 	var buf [2]Transition
 	n := 0
 	step := func(to State) {
-		from := c.state
+		from, suspectSince := c.state, c.since
 		c.counters.Transitions[from][to]++
 		c.state, c.since = to, t
 		switch {
 		case to == NotReady && from != Recovering:
-			c.outageSince = t
+			c.outageSince, c.unreachableSince = t, t
+			// The outage began when the failure streak did, unless the
+			// mass-disconnect guard held it: its release is paced, and
+			// backdating would undo the pacing.
+			if from == Suspect && !c.released {
+				c.unreachableSince = suspectSince
+			}
 		case to == Ready:
-			c.outageSince = time.Time{}
+			c.outageSince, c.unreachableSince = time.Time{}, time.Time{}
 		}
 		if to != NotReady {
 			c.released = false

@@ -191,6 +191,24 @@ func TestOutageSinceKeptThroughRelapse(t *testing.T) {
 	}
 }
 
+// The outage began with the failure streak, notReadyAfter before it was
+// confirmed; a relapse keeps that beginning, a recovery clears it.
+func TestUnreachableSince(t *testing.T) {
+	f := newFleet(t, DefaultConfig())
+	st, _ := run(t, f, concat([]ev{okAt(0)}, every(s5, sec(95), s5, netAt)))
+	if st.State != NotReady || !st.UnreachableSince.Equal(t0.Add(s5)) || !st.OutageSince.Equal(t0.Add(sec(95))) {
+		t.Fatalf("status %+v, want NotReady since 95s, unreachable since 5s", st)
+	}
+	st, _ = run(t, f, []ev{okAt(sec(100)), netAt(sec(105))})
+	if st.State != NotReady || !st.UnreachableSince.Equal(t0.Add(s5)) {
+		t.Fatalf("after a relapse %+v, want unreachable since 5s", st)
+	}
+	st, _ = run(t, f, every(sec(110), sec(300), s5, okAt))
+	if st.State != Ready || !st.UnreachableSince.IsZero() {
+		t.Fatalf("recovered %+v, want no outage", st)
+	}
+}
+
 func TestChainReadySuspectNotReady(t *testing.T) {
 	// Successes can make the window hold enough evidence (half a window) to
 	// be judged while availability is still too low: when the Ready cluster
@@ -271,6 +289,11 @@ func TestMassDisconnectGuard(t *testing.T) {
 					notReadyAt[n] = at
 					if !st[n].Released || st[n].Held {
 						t.Errorf("%s at %v: %+v", n, at, st[n])
+					}
+					// Pod tolerations count from the release, not from
+					// the streak: the pacing holds for evictions too.
+					if !st[n].UnreachableSince.Equal(st[n].OutageSince) {
+						t.Errorf("%s released at %v, outage backdated to %v", n, at, st[n].UnreachableSince)
 					}
 				}
 			}

@@ -173,6 +173,9 @@ func checkInvariants(t *rapid.T, f *Fleet, e event, st Status) {
 	if (st.OutageSince.IsZero()) != (st.State != NotReady && st.State != Recovering) {
 		t.Fatalf("OutageSince %v in %s", st.OutageSince, st.State)
 	}
+	if st.UnreachableSince.IsZero() != st.OutageSince.IsZero() || st.UnreachableSince.After(st.OutageSince) {
+		t.Fatalf("UnreachableSince %v, OutageSince %v", st.UnreachableSince, st.OutageSince)
+	}
 }
 
 // The same trace always yields the same outputs.
@@ -457,6 +460,9 @@ func TestPropMassGuard(t *testing.T) {
 				lastRelease = e.obs.Time
 				if !st.Released {
 					t.Fatalf("event %d: released by the guard but Status.Released is false", i)
+				}
+				if tr.From != Recovering && !st.UnreachableSince.Equal(st.OutageSince) {
+					t.Fatalf("event %d: released by the guard, but the outage is backdated to %v (NotReady at %v)", i, st.UnreachableSince, st.OutageSince)
 				}
 			}
 			if st.Held {

@@ -22,6 +22,9 @@ type clusterSnapshot struct {
 	State       State     `json:"state"`
 	Since       time.Time `json:"since,omitzero"`
 	OutageSince time.Time `json:"outageSince,omitzero"`
+	// UnreachableSince: absent in snapshots written before it existed,
+	// where it is taken to be OutageSince.
+	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
 
 	Last *lastSnapshot `json:"last,omitempty"`
 
@@ -82,27 +85,28 @@ type fleetSnapshot struct {
 
 func (c *cluster) snapshot() clusterSnapshot {
 	s := clusterSnapshot{
-		Version:     SnapshotVersion,
-		Cluster:     c.name,
-		State:       c.state,
-		Since:       c.since,
-		OutageSince: c.outageSince,
-		FailFor:     D(c.failFor),
-		HardActive:  c.hardActive,
-		HardFor:     D(c.hardFor),
-		OKFor:       D(c.okFor),
-		Cause:       c.cause,
-		Penalty:     c.penalty,
-		PenaltyAt:   c.penaltyAt,
-		Damped:      c.damped,
-		Held:        c.held,
-		HeldFor:     D(c.heldFor),
-		Released:    c.released,
-		ReleasedAt:  c.releasedAt,
-		Cordoned:    c.cordoned,
-		Reason:      c.reason,
-		Detail:      c.detail,
-		Window:      windowSnapshot{Width: D(time.Duration(c.width))},
+		Version:          SnapshotVersion,
+		Cluster:          c.name,
+		State:            c.state,
+		Since:            c.since,
+		OutageSince:      c.outageSince,
+		UnreachableSince: c.unreachableSince,
+		FailFor:          D(c.failFor),
+		HardActive:       c.hardActive,
+		HardFor:          D(c.hardFor),
+		OKFor:            D(c.okFor),
+		Cause:            c.cause,
+		Penalty:          c.penalty,
+		PenaltyAt:        c.penaltyAt,
+		Damped:           c.damped,
+		Held:             c.held,
+		HeldFor:          D(c.heldFor),
+		Released:         c.released,
+		ReleasedAt:       c.releasedAt,
+		Cordoned:         c.cordoned,
+		Reason:           c.reason,
+		Detail:           c.detail,
+		Window:           windowSnapshot{Width: D(time.Duration(c.width))},
 	}
 	if c.ov != (Overrides{}) {
 		ov := c.ov
@@ -165,6 +169,9 @@ func (s *clusterSnapshot) check() error {
 	if s.Last == nil && s.State != Ready {
 		return bad("cluster %q: state %s without any observation", s.Cluster, s.State)
 	}
+	if !s.UnreachableSince.IsZero() && (s.OutageSince.IsZero() || s.UnreachableSince.After(s.OutageSince)) {
+		return bad("cluster %q: unreachableSince %s without an outage that began after it (outageSince %s)", s.Cluster, s.UnreachableSince, s.OutageSince)
+	}
 	for tr := range s.Counters.Transitions {
 		if _, _, ok := parseTransitionKey(tr); !ok {
 			return bad("cluster %q: bad transition counter key %q", s.Cluster, tr)
@@ -194,6 +201,10 @@ func (c *cluster) restore(s *clusterSnapshot) {
 	cfg, ov, width := c.cfg, c.ov, c.width
 	*c = cluster{name: c.name, ov: ov, cfg: cfg, maxCredit: c.maxCredit, width: width, counted: c.counted}
 	c.state, c.since, c.outageSince = s.State, norm0(s.Since), norm0(s.OutageSince)
+	c.unreachableSince = norm0(s.UnreachableSince)
+	if c.unreachableSince.IsZero() {
+		c.unreachableSince = c.outageSince
+	}
 	if s.Last != nil {
 		c.last = norm(s.Last.Time)
 		c.lastOut = okay

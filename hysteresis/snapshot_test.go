@@ -1,9 +1,11 @@
 package hysteresis
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +179,32 @@ func TestSnapshotErrors(t *testing.T) {
 	}
 	if ok, fail := f.clusters["c"].windowSums(t0.Add(sec(30))); ok != 0 || fail != int64(30*time.Second) {
 		t.Errorf("window: %d %d", ok, fail)
+	}
+}
+
+// A snapshot written before UnreachableSince existed restores with the
+// outage beginning at its confirmation (no backdating of tolerations).
+func TestSnapshotWithoutUnreachableSince(t *testing.T) {
+	f := newFleet(t, DefaultConfig())
+	run(t, f, every(0, sec(95), s5, netAt))
+	data, err := f.SnapshotCluster("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := regexp.MustCompile(`,?"unreachableSince":"[^"]*"`).ReplaceAll(data, nil)
+	if bytes.Equal(old, data) {
+		t.Fatalf("snapshot has no unreachableSince: %s", data)
+	}
+	g := newFleet(t, DefaultConfig())
+	if err := g.RestoreCluster(old); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := g.Status("c")
+	if st.State != NotReady || !st.UnreachableSince.Equal(st.OutageSince) {
+		t.Fatalf("restored %+v, want the outage to begin at its confirmation", st)
+	}
+	bad := bytes.Replace(data, []byte(`"unreachableSince":"`), []byte(`"unreachableSince":"2999-01-01T00:00:00Z","x":"`), 1)
+	if err := g.RestoreCluster(bad); !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("unreachableSince after outageSince: %v, want ErrBadSnapshot", err)
 	}
 }

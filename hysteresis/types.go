@@ -190,6 +190,12 @@ type Status struct {
 	// OutageSince is when the current outage went NotReady; it is kept
 	// through Recovering → NotReady relapses and is zero otherwise.
 	OutageSince time.Time
+	// UnreachableSince is when the member stopped answering in the current
+	// outage: the start of the failure streak that went NotReady
+	// (notReadyAfter before OutageSince, or less when availability ran
+	// low). When the mass-disconnect guard held the cluster, it is the
+	// release (OutageSince). Kept through relapses; zero outside an outage.
+	UnreachableSince time.Time
 	// LastObserved is the time of the last observation (zero if none).
 	LastObserved time.Time
 	// Penalty is the flap-damping penalty as of LastObserved.

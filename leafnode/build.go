@@ -249,7 +249,7 @@ func readyCondition(in Input) corev1.NodeCondition {
 	case hysteresis.NotReady:
 		c.Status, c.Reason = corev1.ConditionFalse, ReasonMemberUnreachable
 		c.Message = fmt.Sprintf("member cluster %s unreachable: no successful probe since %s (%s)",
-			in.Cluster, stamp(st.OutageSince), failure)
+			in.Cluster, stamp(st.UnreachableSince), failure)
 	case hysteresis.Recovering:
 		c.Status, c.Reason = corev1.ConditionFalse, ReasonMemberRecovering
 		c.Message = fmt.Sprintf("member cluster %s answers again since %s; Ready after %s of continuous success",

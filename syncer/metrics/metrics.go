@@ -86,7 +86,7 @@ var (
 		Help:   "Taint-manager evictions of a leaf's pods that did not happen: the pod got DisruptionTarget=DeletionByTaintManager but was not deleted (the eviction guard refused the delete). Counted once per pod and eviction attempt.",
 		Labels: []string{"cluster"}})
 	EvictionsCompleted = spec(Spec{Group: "Eviction guard", Name: "leafsync_evictions_completed_total", Kind: Counter,
-		Help:   "Evictions leafsync carried out itself, as the taint manager would have: the member is confirmed NotReady, the leaf's NoExecute taint is older than the pod's toleration, and the pod is still there (the taint manager gave up after earlier refusals).",
+		Help:   "Evictions leafsync carried out itself: the member is confirmed NotReady, the leaf carries node lifecycle's NoExecute taint, and the pod's toleration of it, counted from the outage's first failed probe, has run out (or a user's NoExecute taint outlasted it).",
 		Labels: []string{"cluster"}})
 )
 

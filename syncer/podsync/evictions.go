@@ -74,20 +74,26 @@ func conditionStamp(c *corev1.PodCondition) string {
 	return c.LastTransitionTime.UTC().Format(time.RFC3339)
 }
 
-// evictionDeadline is when the taint manager evicts a pod from the leaf:
-// the earliest node-lifecycle NoExecute taint's time plus the pod's
-// shortest toleration of it. ok is false when no such taint is on the leaf
-// or the pod tolerates it for ever. (Its rules: kube-controller-manager's
-// tainteviction.getMinTolerationTime.)
-func evictionDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.Time, ok bool) {
-	return noExecuteDeadline(hp, leafTaints, true)
+// evictionDeadline is when a pod is evicted from a leaf whose member is
+// down: the earliest node-lifecycle NoExecute taint's time plus the pod's
+// shortest toleration of it (the taint manager's rule, from
+// kube-controller-manager's tainteviction.getMinTolerationTime), with the
+// toleration counted from when the member stopped answering (unreachable,
+// zero if unknown) when that is earlier than the taint. KCM taints a
+// leafsync leaf only once leafsync has confirmed the outage, notReadyAfter
+// after it began; a kubelet's node is tainted a grace period after it went
+// silent. Counting from the taint would make waiting out flaps cost a
+// slower failover in every real outage. ok is false when no such taint is
+// on the leaf or the pod tolerates it for ever.
+func evictionDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, unreachable time.Time) (deadline time.Time, ok bool) {
+	return noExecuteDeadline(hp, leafTaints, true, unreachable)
 }
 
 // userTaintDeadline is the same for the NoExecute taints node lifecycle
 // did not set (a user's maintenance taint, out-of-service): the taint
 // manager evicts for them whatever the member's state.
 func userTaintDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.Time, ok bool) {
-	if d, ok := noExecuteDeadline(hp, leafTaints, false); ok {
+	if d, ok := noExecuteDeadline(hp, leafTaints, false, time.Time{}); ok {
 		return d, true
 	}
 	// A taint without timeAdded (node lifecycle sets it; a user usually
@@ -123,7 +129,7 @@ func toleratesForever(hp *corev1.Pod, t *corev1.Taint) bool {
 	return tolerated
 }
 
-func noExecuteDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, lifecycle bool) (deadline time.Time, ok bool) {
+func noExecuteDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, lifecycle bool, since time.Time) (deadline time.Time, ok bool) {
 	for i := range leafTaints {
 		t := &leafTaints[i]
 		if t.Effect != corev1.TaintEffectNoExecute || lifecycleTaints[t.Key] != lifecycle || t.TimeAdded == nil {
@@ -151,7 +157,11 @@ func noExecuteDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, lifecycle bool
 		case forever:
 			continue
 		}
-		at := t.TimeAdded.Add(wait)
+		from := t.TimeAdded.Time
+		if !since.IsZero() && since.Before(from) {
+			from = since
+		}
+		at := from.Add(wait)
 		if !ok || at.Before(deadline) {
 			deadline, ok = at, true
 		}
@@ -193,7 +203,7 @@ func decideEvictions(in Input, p *Plan) {
 	if in.State.State != hysteresis.NotReady {
 		return
 	}
-	deadline, ok := evictionDeadline(hp, in.LeafTaints)
+	deadline, ok := evictionDeadline(hp, in.LeafTaints, in.State.UnreachableSince)
 	if !ok {
 		return
 	}
@@ -202,5 +212,5 @@ func decideEvictions(in Input, p *Plan) {
 		return
 	}
 	p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
-		Message: fmt.Sprintf("evicted by leafsync as the taint manager would have: member cluster %s is confirmed NotReady and the leaf's NoExecute taint outlasted the pod's toleration (due %s)", in.Cluster, deadline.UTC().Format(time.RFC3339))})
+		Message: fmt.Sprintf("evicted by leafsync: member cluster %s is confirmed NotReady, unreachable since %s, and the pod's toleration of the leaf's NoExecute taint, counted from then, ran out (due %s)", in.Cluster, in.State.UnreachableSince.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))})
 }

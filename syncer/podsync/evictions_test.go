@@ -100,7 +100,7 @@ func TestEvictionDeadline(t *testing.T) {
 		{"negative seconds: at once", tolerating(hostPod("h1"), ptr.To[int64](-5)), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			at, ok := evictionDeadline(tc.pod, unreachableSince(taintAt))
+			at, ok := evictionDeadline(tc.pod, unreachableSince(taintAt), time.Time{})
 			if tc.want < 0 {
 				if ok {
 					t.Fatalf("deadline %s, want none", at)
@@ -115,8 +115,38 @@ func TestEvictionDeadline(t *testing.T) {
 	// A user's NoExecute taint is the taint manager's business, not a
 	// lifecycle eviction leafsync completes.
 	user := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(taintAt))}}
-	if _, ok := evictionDeadline(hostPod("h1"), user); ok {
+	if _, ok := evictionDeadline(hostPod("h1"), user, time.Time{}); ok {
 		t.Fatalf("deadline from a user's taint")
+	}
+	// The toleration counts from when the member stopped answering, when
+	// that came before the taint; never from later than the taint.
+	pod := tolerating(hostPod("h1"), ptr.To[int64](30))
+	began := taintAt.Add(-30 * time.Second)
+	if at, ok := evictionDeadline(pod, unreachableSince(taintAt), began); !ok || !at.Equal(began.Add(30*time.Second)) {
+		t.Fatalf("outage began 30s before the taint: deadline %s (%v), want %s", at, ok, began.Add(30*time.Second))
+	}
+	if at, _ := evictionDeadline(pod, unreachableSince(taintAt), taintAt.Add(time.Minute)); !at.Equal(taintAt.Add(30 * time.Second)) {
+		t.Fatalf("outage dated after the taint: deadline %s, want the taint's %s", at, taintAt.Add(30*time.Second))
+	}
+}
+
+// In a real outage a leafsync leaf is tainted notReadyAfter after the
+// member stopped answering; a pod tolerating 30s is evicted 30s after the
+// outage began, not 30s after the taint (found by the permanent-outage
+// scenario of the flap benchmark: leafsync failed its Deployment over 14s
+// after virtual-kubelet, the difference of notReadyAfter and KCM's grace).
+func TestEvictionCountsFromTheOutagesBeginning(t *testing.T) {
+	hp := tolerating(withMemberUID(withFinalizer(hostPod("h1")), "m1"), ptr.To[int64](30))
+	in := input(hysteresis.NotReady, hp, nil)
+	in.LeafTaints = unreachableSince(t0.Add(-10 * time.Second)) // KCM tainted on the confirmation
+	in.State.OutageSince = t0.Add(-12 * time.Second)            // confirmed
+	in.State.UnreachableSince = t0.Add(-42 * time.Second)       // began notReadyAfter (30s) earlier
+	if p := Decide(in); !p.Has(EvictHost) {
+		t.Fatalf("toleration of 30s ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.Requeue)
+	}
+	in.State.UnreachableSince = t0.Add(-20 * time.Second)
+	if p := Decide(in); p.Has(EvictHost) || p.Requeue != 15*time.Second {
+		t.Fatalf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.Requeue)
 	}
 }
 
@@ -125,6 +155,9 @@ func TestDeniedEvictionsAreCompletedWhenTheOutageIsReal(t *testing.T) {
 	in := func(st hysteresis.State, taintAge time.Duration) Input {
 		i := input(st, hp, nil)
 		i.LeafTaints = unreachableSince(t0.Add(-taintAge))
+		if !i.State.OutageSince.IsZero() {
+			i.State.UnreachableSince = t0.Add(-taintAge)
+		}
 		return i
 	}
 	if p := Decide(in(hysteresis.NotReady, 2*time.Minute)); !p.Has(EvictHost) {

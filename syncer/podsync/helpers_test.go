@@ -75,6 +75,7 @@ func status(s hysteresis.State) hysteresis.Status {
 	st := hysteresis.Status{State: s, Since: t0.Add(-time.Minute)}
 	if s == hysteresis.NotReady || s == hysteresis.Recovering {
 		st.OutageSince = t0.Add(-time.Minute)
+		st.UnreachableSince = st.OutageSince
 	}
 	return st
 }

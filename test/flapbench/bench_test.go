@@ -69,6 +69,9 @@ type Scenario struct {
 	Fault func(t *testing.T, cs []*contestant)
 	// Observe is how long to keep looking after the fault.
 	Observe time.Duration
+	// Spare: each contestant gets a spare node in the host (a kwok node,
+	// cordoned until the fault begins) where its workloads may fail over.
+	Spare bool
 	// Promise: every partition is shorter than notReadyAfter, so leafsync
 	// must lose nothing (Quiet: and no pod is deleted on purpose either).
 	Promise, Quiet bool
@@ -115,6 +118,23 @@ func hostLatency(d, during time.Duration) func(*testing.T, []*contestant) {
 	}
 }
 
+// permanentOutage cuts each contestant's link to its member for good and
+// opens the spare nodes: what counts is how soon the workloads run there.
+func permanentOutage(t *testing.T, cs []*contestant) {
+	for _, c := range cs {
+		if err := setUnschedulable(c.host, c.spare, false); err != nil {
+			t.Fatal(err)
+		}
+		c.memberLink.Cut()
+	}
+}
+
+func setUnschedulable(hc kubernetes.Interface, node string, on bool) error {
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+	_, err := hc.CoreV1().Nodes().Patch(context.Background(), node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
 // memberRefusesCreates: the member's own admission answers every pod
 // create with 500 for a while; meanwhile one pod of each Deployment is
 // deleted by a user, so its replacement has to be created downstream.
@@ -148,6 +168,7 @@ var scenarios = []Scenario{
 	{Name: "partition-29s", Fault: partition(29 * time.Second), Observe: 60 * time.Second, Promise: true, Quiet: true},
 	{Name: "ten-10s-partitions", Fault: repeated(10, 10*time.Second, 10*time.Second), Observe: 60 * time.Second, Promise: true, Quiet: true},
 	{Name: "outage-150s", Fault: partition(150 * time.Second), Observe: 120 * time.Second},
+	{Name: "permanent-outage", Fault: permanentOutage, Observe: 210 * time.Second, Spare: true},
 	{Name: "host-latency-3s-60s", Fault: hostLatency(3*time.Second, 60*time.Second), Observe: 40 * time.Second, Promise: true, Quiet: true},
 	{Name: "member-500-on-creates-60s", Fault: memberRefusesCreates(60 * time.Second), Observe: 40 * time.Second, Promise: true},
 }
@@ -232,6 +253,7 @@ func checkPromise(t *testing.T, sc Scenario, rs []Result) {
 type contestant struct {
 	name       string
 	leaf       string
+	spare      string // a host node the workloads may fail over to ("": none)
 	ns         string
 	host       kubernetes.Interface
 	member     *harness.Cluster
@@ -264,6 +286,18 @@ func runScenario(t *testing.T, sc Scenario) []Result {
 	cs := []*contestant{ls, vk}
 	startLeafsync(t, host, ls)
 	startVirtualKubelet(t, host, vk)
+	if sc.Spare {
+		for _, c := range cs {
+			names, err := host.AddNodes(ctx, "spare-"+c.name, 1, harness.NodeSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.spare = names[0]
+			if err := setUnschedulable(hc, c.spare, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 
 	for _, c := range cs {
 		waitLeafReady(t, hc, c.leaf)
@@ -327,9 +361,13 @@ type workload struct {
 }
 
 func workloads(c *contestant) []workload {
+	nodes := []string{c.leaf}
+	if c.spare != "" {
+		nodes = append(nodes, c.spare)
+	}
 	mk := func(name string, sts bool) workload {
 		return workload{harness.LeafWorkload{
-			Namespace: c.ns, Name: name, Replicas: 2, Leaves: []string{c.leaf},
+			Namespace: c.ns, Name: name, Replicas: 2, Leaves: nodes,
 			TolerationSeconds: tolerationSeconds, TerminationGracePeriodSeconds: ptr.To[int64](5),
 		}, sts}
 	}
@@ -415,23 +453,25 @@ type recorder struct {
 	nodes, hostPods, memberPods cache.Store
 	cancel                      context.CancelFunc
 
-	mu            sync.Mutex
-	started       time.Time // zero until the fault begins
-	lastReady     corev1.ConditionStatus
-	notReady      int
-	taints        map[string]bool
-	evicted       map[types.UID]bool
-	memberDeleted map[types.UID]bool
-	memberBefore  map[types.UID]bool
-	memberStarted map[types.UID]bool
-	samples       []Sample
+	mu        sync.Mutex
+	started   time.Time // zero until the fault begins
+	lastReady corev1.ConditionStatus
+	notReady  int
+	taints    map[string]bool
+	// markedForEviction: host pods seen with the taint manager's
+	// DisruptionTarget condition; hostDeleted: host pods deleted.
+	markedForEviction, hostDeleted map[types.UID]bool
+	memberDeleted                  map[types.UID]bool
+	memberBefore                   map[types.UID]bool
+	memberStarted                  map[types.UID]bool
+	samples                        []Sample
 }
 
 func newRecorder(t *testing.T, c *contestant) *recorder {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r := &recorder{c: c, cancel: cancel, lastReady: corev1.ConditionTrue,
-		taints: map[string]bool{}, evicted: map[types.UID]bool{}, memberDeleted: map[types.UID]bool{},
+		taints: map[string]bool{}, markedForEviction: map[types.UID]bool{}, hostDeleted: map[types.UID]bool{}, memberDeleted: map[types.UID]bool{},
 		memberBefore: map[types.UID]bool{}, memberStarted: map[types.UID]bool{}}
 	hostF := informers.NewSharedInformerFactoryWithOptions(c.host, 0, informers.WithNamespace(c.ns))
 	nodeF := informers.NewSharedInformerFactoryWithOptions(c.host, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -444,10 +484,14 @@ func newRecorder(t *testing.T, c *contestant) *recorder {
 		UpdateFunc: func(_, o any) { r.node(o.(*corev1.Node)) },
 	})
 	_, _ = hostInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, o any) { r.hostPod(o.(*corev1.Pod)) },
+		UpdateFunc: func(_, o any) { r.hostPod(o.(*corev1.Pod), false) },
 		DeleteFunc: func(o any) {
 			if p, ok := o.(*corev1.Pod); ok {
-				r.hostPod(p)
+				r.hostPod(p, true)
+			} else if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				if p, ok := d.Obj.(*corev1.Pod); ok {
+					r.hostPod(p, true)
+				}
 			}
 		},
 	})
@@ -489,16 +533,22 @@ func (r *recorder) node(n *corev1.Node) {
 	}
 }
 
-func (r *recorder) hostPod(p *corev1.Pod) {
+func (r *recorder) hostPod(p *corev1.Pod, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.counting() {
 		return
 	}
+	// The condition and the delete can arrive in either order, and a
+	// provider's status update can overwrite the condition (virtual-kubelet
+	// does), so each is remembered on its own.
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "DeletionByTaintManager" && p.DeletionTimestamp != nil {
-			r.evicted[p.UID] = true
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "DeletionByTaintManager" {
+			r.markedForEviction[p.UID] = true
 		}
+	}
+	if p.DeletionTimestamp != nil || deleted {
+		r.hostDeleted[p.UID] = true
 	}
 }
 
@@ -536,6 +586,12 @@ func (r *recorder) sample(at time.Duration) Sample {
 		p := o.(*corev1.Pod)
 		if p.DeletionTimestamp == nil && podReady(p) {
 			s.HostReady++
+			if r.c.spare != "" && p.Spec.NodeName != r.c.leaf {
+				if s.Elsewhere == nil {
+					s.Elsewhere = map[string]int{}
+				}
+				s.Elsewhere[p.Labels["app"]]++
+			}
 		}
 	}
 	for _, o := range r.memberPods.List() {
@@ -568,9 +624,15 @@ func (r *recorder) result(t *testing.T, scenario string, faultEnd time.Duration)
 	defer r.mu.Unlock()
 	res := Result{
 		Scenario: scenario, Contestant: r.c.name, Desired: desired, FaultEnd: faultEnd,
-		NotReadyTransitions: r.notReady, NoExecuteTaints: len(r.taints), HostEvictions: len(r.evicted),
+		NotReadyTransitions: r.notReady, NoExecuteTaints: len(r.taints), HostEvictions: r.evictions(),
 		MemberPodsDeleted: len(r.memberDeleted), MemberPodsStarted: len(r.memberStarted),
 		Samples: append([]Sample(nil), r.samples...),
+	}
+	if r.c.spare != "" {
+		res.Failover = map[string]int{}
+		for _, w := range workloads(r.c) {
+			res.Failover[w.Name] = int(w.Replicas)
+		}
 	}
 	// Orphans: member pods no live host pod stands for.
 	live := map[string]bool{}
@@ -592,6 +654,17 @@ func (r *recorder) result(t *testing.T, scenario string, faultEnd time.Duration)
 	}
 	res.Integrate()
 	return res
+}
+
+// evictions: host pods marked for eviction and deleted.
+func (r *recorder) evictions() int {
+	n := 0
+	for uid := range r.markedForEviction {
+		if r.hostDeleted[uid] {
+			n++
+		}
+	}
+	return n
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +29,9 @@ type Sample struct {
 	// Service endpoints); MemberRunning the member pods that run.
 	HostReady     int `json:"hostReady"`
 	MemberRunning int `json:"memberRunning"`
+	// Elsewhere counts, per workload, the Ready host pods on a node other
+	// than the leaf (failover; only in scenarios with a spare node).
+	Elsewhere map[string]int `json:"elsewhere,omitempty"`
 }
 
 // Result is what one scenario cost one contestant.
@@ -56,6 +61,12 @@ type Result struct {
 	// RecoveredAfter: seconds from the fault's end until every desired host
 	// pod was Ready again (0: never lost; -1: not within the observation).
 	RecoveredAfter float64 `json:"recoveredAfter"`
+	// Failover is, per workload, the replicas it wants, in scenarios where
+	// a spare node outside the member can take them; FailoverAfter is the
+	// seconds from the fault's beginning until all of them were Ready on
+	// it (-1: not within the observation).
+	Failover      map[string]int     `json:"failover,omitempty"`
+	FailoverAfter map[string]float64 `json:"failoverAfter,omitempty"`
 	// FaultEnd is when the fault ended, since it began.
 	FaultEnd time.Duration `json:"faultEnd"`
 	Samples  []Sample      `json:"samples"`
@@ -89,6 +100,35 @@ func (r *Result) Integrate() {
 	default:
 		r.RecoveredAfter = max((r.Samples[lastShort+1].At - r.FaultEnd).Seconds(), 0)
 	}
+	r.FailoverAfter = nil
+	for w, want := range r.Failover {
+		if r.FailoverAfter == nil {
+			r.FailoverAfter = map[string]float64{}
+		}
+		r.FailoverAfter[w] = -1
+		for _, s := range r.Samples {
+			if s.At >= 0 && s.Elsewhere[w] >= want {
+				r.FailoverAfter[w] = s.At.Seconds()
+				break
+			}
+		}
+	}
+}
+
+// failoverText says when each workload ran elsewhere ("—" without a spare).
+func (r *Result) failoverText() string {
+	if len(r.Failover) == 0 {
+		return "—"
+	}
+	var parts []string
+	for _, w := range slices.Sorted(maps.Keys(r.Failover)) {
+		at := "never"
+		if s := r.FailoverAfter[w]; s >= 0 {
+			at = fmt.Sprintf("%.0fs", s)
+		}
+		parts = append(parts, w+" "+at)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Report is a run: the machine, the timings, every result.
@@ -155,8 +195,8 @@ func (rep *Report) byScenario(sc string) []Result {
 // Markdown writes the table.
 func (rep *Report) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`  \nMachine: %s  \nDate: %s, run took %s  \nTimings: %s\n\n", rep.Command, rep.Machine, rep.Date, rep.Duration, rep.Timings)
-	fmt.Fprintln(w, "| scenario | contestant | leaf NotReady | NoExecute taints | host evictions | member pods deleted | member pods started | pod-s NotReady (host) | capacity-s lost | orphans | recovered after |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| scenario | contestant | leaf NotReady | NoExecute taints | host evictions | member pods deleted | member pods started | pod-s NotReady (host) | capacity-s lost | orphans | recovered after | failover after |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, sc := range rep.scenarios() {
 		for _, r := range rep.byScenario(sc) {
 			rec := "—"
@@ -166,9 +206,9 @@ func (rep *Report) Markdown(w io.Writer) {
 			case r.RecoveredAfter > 0:
 				rec = fmt.Sprintf("%.0fs", r.RecoveredAfter)
 			}
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %.0f | %.0f | %d | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %.0f | %.0f | %d | %s | %s |\n",
 				r.Scenario, r.Contestant, r.NotReadyTransitions, r.NoExecuteTaints, r.HostEvictions,
-				r.MemberPodsDeleted, r.MemberPodsStarted, r.PodSecondsNotReady, r.CapacitySecondsLost, r.OrphansAtEnd, rec)
+				r.MemberPodsDeleted, r.MemberPodsStarted, r.PodSecondsNotReady, r.CapacitySecondsLost, r.OrphansAtEnd, rec, r.failoverText())
 		}
 	}
 }

@@ -32,3 +32,24 @@ func TestIntegrate(t *testing.T) {
 		t.Fatalf("nothing lost: %+v", r)
 	}
 }
+
+func TestFailoverAfter(t *testing.T) {
+	s := func(at float64, web, db int) Sample {
+		return Sample{At: time.Duration(at * float64(time.Second)), Elsewhere: map[string]int{"web": web, "db": db}}
+	}
+	r := Result{Desired: 4, Failover: map[string]int{"web": 2, "db": 2}, Samples: []Sample{
+		s(-1, 2, 2), s(0, 0, 0), s(100, 1, 0), s(120, 2, 0), s(140, 2, 1),
+	}}
+	r.Integrate()
+	if r.FailoverAfter["web"] != 120 || r.FailoverAfter["db"] != -1 {
+		t.Fatalf("failover after %v, want web 120s (both replicas elsewhere), db never", r.FailoverAfter)
+	}
+	if got := r.failoverText(); got != "db never, web 120s" {
+		t.Fatalf("failover text %q", got)
+	}
+	r.Failover = nil
+	r.Integrate()
+	if r.FailoverAfter != nil || r.failoverText() != "—" {
+		t.Fatalf("no spare, no failover column: %v %q", r.FailoverAfter, r.failoverText())
+	}
+}
