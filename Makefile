@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build tools prometheus test unit e2e bench vk-baseline bench-flap bench-flap-smoke lint demo clean
+.PHONY: help build tools prometheus test unit e2e bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -22,12 +22,13 @@ build: ## build bin/leafsync (and bin/kubectl-leafsync, the kubectl plugin name)
 tools: ## build the control-plane binaries tests run (from source, cached in bin/)
 	test/tools/build.sh
 
-test: lint unit e2e bench-flap-smoke ## everything CI runs: lint, unit tests, e2e against real control planes, a smoke of the flap benchmark
+test: lint unit e2e bench-flap-smoke bench-scale-smoke ## everything CI runs: lint, unit tests, e2e against real control planes, smokes of the flap and scale benchmarks
 
 unit: ## unit tests (fast, no control plane)
 	$(GO) test -count=1 ./...
 	cd test/flapbench && $(GO) test -count=1 ./...
 	cd test/flapbench/vkbaseline && $(GO) test -count=1 ./...
+	cd test/scalebench && $(GO) test -count=1 ./...
 
 prometheus: ## Prometheus and promtool (Debian's package), for the metrics and alert tests
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
@@ -52,6 +53,15 @@ bench-flap: tools build vk-baseline ## side-by-side flap benchmark, leafsync vs 
 bench-flap-smoke: tools build vk-baseline ## one short scenario of the flap benchmark (CI)
 	cd test/flapbench && FLAPBENCH_SCENARIOS=smoke FLAPBENCH_OUT=$(CURDIR)/_output/flapbench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestFlapBench .
 
+# The scale benchmark (its own module, test/scalebench): registrations of
+# a few member API servers, step by step; SCALEBENCH_STEPS=50,100,200.
+SCALEBENCH_STEPS ?=
+bench-scale: tools build ## what one replica costs per member: RSS, CPU, registration and leaf update latency, host requests (about 25 min); report in _output/scalebench
+	cd test/scalebench && SCALEBENCH_STEPS=$(SCALEBENCH_STEPS) LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 120m -run TestScaleBench -v .
+
+bench-scale-smoke: tools build ## the scale benchmark with 2 and 4 small registrations (CI)
+	cd test/scalebench && SCALEBENCH=smoke SCALEBENCH_OUT=$(CURDIR)/_output/scalebench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestScaleBench .
+
 lint: ## gofmt and go vet (also over the e2e build tag)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -59,6 +69,7 @@ lint: ## gofmt and go vet (also over the e2e build tag)
 	$(GO) vet -tags e2e ./test/...
 	cd test/flapbench && $(GO) vet -tags e2e ./...
 	cd test/flapbench/vkbaseline && $(GO) vet -tags e2e ./...
+	cd test/scalebench && $(GO) vet -tags e2e ./...
 
 # The demo is built, then exec'd: Ctrl-C then reaches it alone through make,
 # which sees its clean exit (with `go run`, make reported Error 1).

@@ -49,9 +49,13 @@ type AuditEvent struct {
 	RequestReceived time.Time `json:"requestReceivedTimestamp"`
 }
 
-func (c *Cluster) auditArgs() ([]string, error) {
+func (c *Cluster) auditArgs(custom string) ([]string, error) {
 	policy := filepath.Join(c.logDir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+	text := auditPolicy
+	if custom != "" {
+		text = custom
+	}
+	if err := os.WriteFile(policy, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
 	return []string{

@@ -67,6 +67,9 @@ type ClusterOptions struct {
 	Kwok bool
 	// Audit writes an audit log of pod and node writes (see AuditEvents).
 	Audit bool
+	// AuditPolicy replaces that default audit policy (a YAML audit.k8s.io
+	// Policy), e.g. to record every request of one client.
+	AuditPolicy string
 	// ExtraAPIServerArgs are appended to kube-apiserver's arguments.
 	ExtraAPIServerArgs []string
 }
@@ -111,7 +114,7 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 	c.Port = freePorts(t, 1)[0]
 	extra := opts.ExtraAPIServerArgs
 	if opts.Audit {
-		args, err := c.auditArgs()
+		args, err := c.auditArgs(opts.AuditPolicy)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}

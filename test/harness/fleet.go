@@ -13,6 +13,8 @@ type HostOptions struct {
 	// At least one is needed: when every node is NotReady, KCM's node
 	// lifecycle controller enters full-disruption mode and evicts nothing.
 	Workers int
+	// AuditPolicy replaces the default audit policy (ClusterOptions).
+	AuditPolicy string
 }
 
 // StartHost starts a host cluster: etcd, kube-apiserver, KCM with the
@@ -30,6 +32,7 @@ func StartHost(t TB, opts HostOptions) *Cluster {
 		Scheduler:   true,
 		Kwok:        true,
 		Audit:       true,
+		AuditPolicy: opts.AuditPolicy,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -54,12 +57,16 @@ type MemberOptions struct {
 	Pods int
 	// Pod shapes every pod.
 	Pod PodSpec
+	// Timings of the member's KCM and kwok (zero: DefaultTestTimings); a
+	// longer grace period makes kwok renew its nodes' Leases less often,
+	// which matters with hundreds of nodes.
+	Timings Timings
 }
 
 // StartMember starts a member cluster with kwok nodes and running pods.
 func StartMember(t TB, opts MemberOptions) *Cluster {
 	t.Helper()
-	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true})
+	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, opts.Name+"-node", opts.Nodes, opts.Node)

@@ -63,6 +63,9 @@ func StartLeafsync(t TB, name string, hostKubeconfig []byte, args ...string) *Le
 	return l
 }
 
+// Pid is the process id (for reading its resource use from /proc).
+func (l *Leafsync) Pid() int { return l.proc.cmd.Process.Pid }
+
 // Ready returns nil when /readyz answers 200.
 func (l *Leafsync) Ready() error {
 	c := http.Client{Timeout: time.Second}

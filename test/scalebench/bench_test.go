@@ -1,0 +1,541 @@
+//go:build e2e
+
+package scalebench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+// params shape a run; SCALEBENCH=smoke is the small one CI runs.
+type params struct {
+	members, nodes, pods int
+	steps                []int
+	window               time.Duration // steady and churn windows
+	churnRate            float64       // member pod creates+deletes per second, per member
+	updates              int           // timed member node removals per step
+}
+
+func paramsFromEnv(t *testing.T) params {
+	if os.Getenv("SCALEBENCH") == "smoke" {
+		return params{members: 1, nodes: 10, pods: 100, steps: []int{2, 4}, window: 10 * time.Second, churnRate: 4, updates: 2}
+	}
+	p := params{members: 2, nodes: 200, pods: 2000, steps: []int{50, 100, 200}, window: 60 * time.Second, churnRate: 10, updates: 4}
+	if s := os.Getenv("SCALEBENCH_STEPS"); s != "" {
+		p.steps = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				t.Fatalf("SCALEBENCH_STEPS: %q is not a positive number", f)
+			}
+			p.steps = append(p.steps, n)
+		}
+	}
+	return p
+}
+
+// production timings on the host and in the members: kwok renews each
+// node's Lease every 12.5s instead of every 2s, which matters with
+// hundreds of nodes on two cores.
+var production = harness.Timings{NodeMonitorPeriod: 5 * time.Second, NodeMonitorGracePeriod: 50 * time.Second, NodeEvictionRate: 0.1}
+
+// auditAll records every request, so that leafsync's can be counted by
+// verb and resource.
+const auditAll = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
+const leafsyncNS = "leafsync-system"
+
+func TestScaleBench(t *testing.T) {
+	p := paramsFromEnv(t)
+	out := os.Getenv("SCALEBENCH_OUT")
+	if out == "" {
+		root, err := harness.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = filepath.Join(root, "_output", "scalebench")
+	}
+	start := time.Now()
+	rep := &Report{
+		Date: start.UTC().Format("2006-01-02"), Command: "make bench-scale", Machine: Machine(),
+		Setup: fmt.Sprintf("%d member API servers of %d kwok nodes and %d pods each, registered round-robin; leafsync with its default configuration; KCM node-monitor grace 50s; windows of %s; churn %.0f pod creates+deletes/s per member",
+			p.members, p.nodes, p.pods, p.window, p.churnRate),
+	}
+	defer func() {
+		rep.Duration = time.Since(start).Round(time.Second).String()
+		if err := rep.Write(out); err != nil {
+			t.Error(err)
+		}
+		md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+		t.Logf("report in %s:\n%s", out, md)
+	}()
+
+	ctx := context.Background()
+	host := harness.StartHost(t, harness.HostOptions{Timings: production, AuditPolicy: auditAll})
+	var members []*harness.Cluster
+	for i := range p.members {
+		members = append(members, harness.StartMember(t, harness.MemberOptions{
+			Name: fmt.Sprintf("member-%d", i), Nodes: p.nodes, Pods: p.pods, Timings: production,
+			Pod: harness.PodSpec{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
+		}))
+	}
+	if err := host.EnsureNamespace(ctx, leafsyncNS); err != nil {
+		t.Fatal(err)
+	}
+	ls := harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+leafsyncNS, "--log-level=info")
+	w := newLeafWatch(t, host)
+	b := &bench{t: t, p: p, host: host, members: members, ls: ls, w: w}
+
+	for _, n := range p.steps {
+		step, err := b.step(ctx, n)
+		if err != nil {
+			rep.Stopped = fmt.Sprintf("at %d registrations: %v", n, err)
+			t.Errorf("%s", rep.Stopped)
+			return
+		}
+		rep.Steps = append(rep.Steps, step)
+		t.Logf("%d registrations: %+v", n, step)
+	}
+}
+
+type bench struct {
+	t       *testing.T
+	p       params
+	host    *harness.Cluster
+	members []*harness.Cluster
+	ls      *harness.Leafsync
+	w       *leafWatch
+	regs    int // registrations so far
+	extra   int // extra member nodes made so far
+}
+
+func regName(i int) string  { return fmt.Sprintf("reg-%03d", i) }
+func leafName(i int) string { return "leaf-" + regName(i) }
+
+// step grows the registrations to n and measures.
+func (b *bench) step(ctx context.Context, n int) (Step, error) {
+	s := Step{Registrations: n, ChurnRate: b.p.churnRate * float64(b.p.members)}
+	created := map[string]time.Time{}
+	for i := b.regs; i < n; i++ {
+		m := b.members[i%len(b.members)]
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: regName(i), Namespace: leafsyncNS, Labels: map[string]string{"leafsync.io/cluster": regName(i)}},
+			Data:       map[string][]byte{"kubeconfig": m.Kubeconfig()},
+		}
+		created[leafName(i)] = time.Now()
+		if _, err := b.host.Client().CoreV1().Secrets(leafsyncNS).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			return s, err
+		}
+	}
+	b.regs = n
+	var took []float64
+	deadline := time.Now().Add(10 * time.Minute)
+	for leaf, at := range created {
+		ready, err := b.w.waitReady(leaf, deadline)
+		if err != nil {
+			return s, err
+		}
+		took = append(took, ready.Sub(at).Seconds())
+	}
+	s.RegisterP50, s.RegisterP99 = Percentile(took, 50), Percentile(took, 99)
+	if exited, _ := b.ls.Exited(); exited {
+		return s, fmt.Errorf("leafsync exited (see %s)", b.ls.LogPath())
+	}
+	time.Sleep(b.p.window / 2) // settle
+
+	// Steady state.
+	m0, cpu0, t0 := b.metrics(), cpuSeconds(b.t, b.ls.Pid()), time.Now()
+	rss, heap := b.sampleMemory(b.p.window)
+	m1, cpu1, t1 := b.metrics(), cpuSeconds(b.t, b.ls.Pid()), time.Now()
+	window := t1.Sub(t0).Seconds()
+	s.SteadyRSSMiB, s.SteadyHeapMiB, s.SteadyCPU = rss, heap, (cpu1-cpu0)/window
+	s.ProbesPerSec = (m1.sum("leafsync_probe_results_total") - m0.sum("leafsync_probe_results_total")) / window
+	s.LeaseLagP99 = histogramQuantile(0.99, m0.buckets("leafsync_lease_renewal_lag_seconds"), m1.buckets("leafsync_lease_renewal_lag_seconds"))
+	s.Goroutines = int(m1.sum("go_goroutines"))
+	reqs, err := leafsyncRequests(b.host, t0, t1)
+	if err != nil {
+		return s, err
+	}
+	if len(reqs) == 0 {
+		return s, fmt.Errorf("no request of leafsync's in the host's audit log between %s and %s: is its user agent still leafsync/…?", t0.Format(time.TimeOnly), t1.Format(time.TimeOnly))
+	}
+	s.HostRequests = map[string]float64{}
+	for k, c := range reqs {
+		s.HostRequests[k] = float64(c) / window
+	}
+	s.HostWritesPerLeaf = writesIn(reqs) / window / float64(n)
+
+	// Churn.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, m := range b.members {
+		wg.Add(1)
+		go func() { defer wg.Done(); churn(b.t, m, fmt.Sprintf("churn-%d-%d", n, i), b.p.churnRate, stop) }()
+	}
+	cpu0, t0 = cpuSeconds(b.t, b.ls.Pid()), time.Now()
+	s.ChurnRSSMiB, _ = b.sampleMemory(b.p.window)
+	t1 = time.Now()
+	s.ChurnCPU = (cpuSeconds(b.t, b.ls.Pid()) - cpu0) / t1.Sub(t0).Seconds()
+	close(stop)
+	wg.Wait()
+	if reqs, err = leafsyncRequests(b.host, t0, t1); err != nil {
+		return s, err
+	}
+	s.HostWritesPerLeafChurn = writesIn(reqs) / t1.Sub(t0).Seconds() / float64(n)
+
+	lat, err := b.leafUpdates(ctx)
+	if err != nil {
+		return s, err
+	}
+	if want := b.p.updates * (n / len(b.members)); len(lat) < want {
+		return s, fmt.Errorf("%d leaf updates measured, want at least %d", len(lat), want)
+	}
+	s.LeafUpdates = len(lat)
+	s.LeafUpdateP50, s.LeafUpdateP99 = Percentile(lat, 50), Percentile(lat, 99)
+	return s, nil
+}
+
+// leafUpdates removes member nodes one at a time and measures how long
+// each leaf of that member takes to show the lost capacity.
+func (b *bench) leafUpdates(ctx context.Context) ([]float64, error) {
+	var out []float64
+	for k := range b.p.updates {
+		mi := (b.extra + k) % len(b.members)
+		m := b.members[mi]
+		name := fmt.Sprintf("extra-%d", b.extra+k)
+		var leaves []string
+		for i := mi; i < b.regs; i += len(b.members) {
+			leaves = append(leaves, leafName(i))
+		}
+		before := b.w.capacities(leaves)
+		if _, err := m.AddNodes(ctx, name, 1, harness.NodeSpec{}); err != nil {
+			return nil, err
+		}
+		// Not timed: the node becomes Ready when kwok gets to it.
+		if err := b.w.waitChanged(leaves, before, time.Now().Add(5*time.Minute)); err != nil {
+			return nil, fmt.Errorf("leaves did not show added node %s-0: %w", name, err)
+		}
+		before = b.w.capacities(leaves)
+		at := time.Now()
+		if err := m.Client().CoreV1().Nodes().Delete(ctx, name+"-0", metav1.DeleteOptions{}); err != nil {
+			return nil, err
+		}
+		if err := b.w.waitChanged(leaves, before, time.Now().Add(5*time.Minute)); err != nil {
+			return nil, fmt.Errorf("leaves did not show removed node %s-0: %w", name, err)
+		}
+		for _, l := range leaves {
+			out = append(out, b.w.changedAt(l).Sub(at).Seconds())
+		}
+	}
+	b.extra += b.p.updates
+	return out, nil
+}
+
+// churn creates a pod and deletes an older one in m at rate per second
+// (creates and deletes together) until stop.
+func churn(t *testing.T, m *harness.Cluster, prefix string, rate float64, stop <-chan struct{}) {
+	ctx := context.Background()
+	nodes, err := m.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Errorf("churn: nodes: %v", err)
+		return
+	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) * 2 / rate))
+	defer tick.Stop()
+	var made []string
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			for _, name := range made {
+				_ = m.Client().CoreV1().Pods("workload").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			}
+			return
+		case <-tick.C:
+		}
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "workload"},
+			Spec: corev1.PodSpec{NodeName: nodes.Items[i%len(nodes.Items)].Name, TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}}},
+		}
+		if _, err := m.Client().CoreV1().Pods("workload").Create(ctx, pod, metav1.CreateOptions{}); err == nil {
+			made = append(made, name)
+		}
+		if len(made) > 20 {
+			_ = m.Client().CoreV1().Pods("workload").Delete(ctx, made[0], metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			made = made[1:]
+		}
+	}
+}
+
+// sampleMemory samples leafsync's RSS (and Go heap in use) every 5s for d
+// and returns the means in MiB.
+func (b *bench) sampleMemory(d time.Duration) (rss, heap float64) {
+	var n int
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		rss += rssMiB(b.t, b.ls.Pid())
+		heap += b.metrics().sum("go_memstats_heap_inuse_bytes") / (1 << 20)
+		n++
+		time.Sleep(min(5*time.Second, time.Until(end)))
+	}
+	return rss / float64(n), heap / float64(n)
+}
+
+// rssMiB is VmRSS of a process.
+func rssMiB(t *testing.T, pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
+
+// cpuSeconds is the user+system CPU time of a process (clock ticks of
+// 1/100 s, Linux's USER_HZ).
+func cpuSeconds(t *testing.T, pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: fields after it.
+	f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+// metricsSnapshot is one scrape of leafsync's /metrics.
+type metricsSnapshot map[string]*dto.MetricFamily
+
+func (b *bench) metrics() metricsSnapshot {
+	resp, err := http.Get("http://" + b.ls.MetricsAddr + "/metrics")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return fams
+}
+
+// sum adds every series of a counter, gauge or untyped metric.
+func (m metricsSnapshot) sum(name string) float64 {
+	f, ok := m[name]
+	if !ok {
+		return 0
+	}
+	total := 0.0
+	for _, s := range f.Metric {
+		switch {
+		case s.Counter != nil:
+			total += s.Counter.GetValue()
+		case s.Gauge != nil:
+			total += s.Gauge.GetValue()
+		case s.Untyped != nil:
+			total += s.Untyped.GetValue()
+		}
+	}
+	return total
+}
+
+// buckets adds every series of a histogram: upper bound → cumulative count.
+func (m metricsSnapshot) buckets(name string) map[float64]float64 {
+	out := map[float64]float64{}
+	if f, ok := m[name]; ok {
+		for _, s := range f.Metric {
+			for _, b := range s.GetHistogram().GetBucket() {
+				out[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
+		}
+	}
+	return out
+}
+
+// histogramQuantile is the upper bound of the first bucket holding the
+// q-quantile of the observations made between two scrapes.
+func histogramQuantile(q float64, before, after map[float64]float64) float64 {
+	var bounds []float64
+	for ub := range after {
+		bounds = append(bounds, ub)
+	}
+	if len(bounds) == 0 {
+		return 0
+	}
+	sort.Float64s(bounds)
+	total := after[bounds[len(bounds)-1]] - before[bounds[len(bounds)-1]]
+	if total <= 0 {
+		return 0
+	}
+	for _, ub := range bounds {
+		if after[ub]-before[ub] >= q*total {
+			return ub
+		}
+	}
+	return bounds[len(bounds)-1]
+}
+
+// leafsyncRequests counts leafsync's requests to the host received in
+// [from, to), by "verb resource[/subresource]", from the audit log.
+func leafsyncRequests(host *harness.Cluster, from, to time.Time) (map[string]int, error) {
+	evs, err := host.AuditEvents(func(e harness.AuditEvent) bool {
+		return strings.HasPrefix(e.UserAgent, "leafsync") && !e.RequestReceived.Before(from) && e.RequestReceived.Before(to)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, e := range evs {
+		r := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			r += "/" + e.ObjectRef.Subresource
+		}
+		out[e.Verb+" "+r]++
+	}
+	return out, nil
+}
+
+// writesIn counts the writes among requests by "verb resource".
+func writesIn(reqs map[string]int) float64 {
+	n := 0
+	for k, c := range reqs {
+		switch strings.SplitN(k, " ", 2)[0] {
+		case "create", "update", "patch", "delete":
+			n += c
+		}
+	}
+	return float64(n)
+}
+
+// leafWatch follows the host's Nodes: when each leaf was first Ready and
+// when its capacity last changed.
+type leafWatch struct {
+	mu       sync.Mutex
+	ready    map[string]time.Time
+	capacity map[string]string
+	changed  map[string]time.Time
+}
+
+func newLeafWatch(t *testing.T, host *harness.Cluster) *leafWatch {
+	w := &leafWatch{ready: map[string]time.Time{}, capacity: map[string]string{}, changed: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := informers.NewSharedInformerFactory(host.Client(), 0)
+	inf := f.Core().V1().Nodes().Informer()
+	on := func(o any) {
+		n, ok := o.(*corev1.Node)
+		if !ok || !strings.HasPrefix(n.Name, "leaf-") {
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, seen := w.ready[n.Name]; !seen && harness.NodeReady(n) == corev1.ConditionTrue {
+			w.ready[n.Name] = now
+		}
+		c := capacityKey(n)
+		if old, ok := w.capacity[n.Name]; !ok || old != c {
+			w.capacity[n.Name], w.changed[n.Name] = c, now
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, o any) { on(o) }})
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return w
+}
+
+func capacityKey(n *corev1.Node) string {
+	c := n.Status.Capacity
+	return c.Cpu().String() + "/" + c.Memory().String() + "/" + c.Pods().String()
+}
+
+func (w *leafWatch) waitReady(leaf string, deadline time.Time) (time.Time, error) {
+	for {
+		w.mu.Lock()
+		at, ok := w.ready[leaf]
+		w.mu.Unlock()
+		if ok {
+			return at, nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("leaf %s not Ready by %s", leaf, deadline.Format(time.TimeOnly))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (w *leafWatch) capacities(leaves []string) map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]string{}
+	for _, l := range leaves {
+		out[l] = w.capacity[l]
+	}
+	return out
+}
+
+func (w *leafWatch) changedAt(leaf string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed[leaf]
+}
+
+// waitChanged waits until every leaf's capacity differs from before.
+func (w *leafWatch) waitChanged(leaves []string, before map[string]string, deadline time.Time) error {
+	for {
+		now := w.capacities(leaves)
+		var same []string
+		for _, l := range leaves {
+			if now[l] == before[l] {
+				same = append(same, l)
+			}
+		}
+		if len(same) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d leaves unchanged (%s…)", len(same), same[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
