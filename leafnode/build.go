@@ -74,6 +74,11 @@ type Desired struct {
 	// have not synced yet): the leaf keeps what it has.
 	Capacity    corev1.ResourceList
 	Allocatable corev1.ResourceList
+	// nodes is the counted member nodes' allocatable before the member's
+	// own pods are taken off: not written, it tells the writer a change of
+	// the member's nodes (written at once) from its pods coming and going
+	// (written at most every Writer.AllocatableEvery).
+	nodes corev1.ResourceList
 	// Conditions carry no timestamps; the writer fills them in.
 	Conditions []corev1.NodeCondition
 	NodeInfo   corev1.NodeSystemInfo
@@ -87,11 +92,12 @@ var OwnedTaintKeys = []string{TaintLeaf, TaintUnreachable}
 // Compute derives a leaf's desired state. It is pure: same input, same output.
 func Compute(in Input) Desired {
 	nodes := countedNodes(in.MemberNodes, in.NodeSelector)
-	alloc := aggregate(nodes, in.MemberPods, in.IsSyncedPod)
+	gross, alloc := aggregate(nodes, in.MemberPods, in.IsSyncedPod)
 	d := Desired{
 		Labels:      leafLabels(in.Cluster, in.LeafName, nodes),
 		Capacity:    alloc,
 		Allocatable: alloc.DeepCopy(),
+		nodes:       gross,
 		NodeInfo:    nodeInfo(nodes),
 		Ready:       in.Status.State.LeafReady(),
 	}
@@ -122,10 +128,11 @@ func countedNodes(all []*corev1.Node, sel labels.Selector) []*corev1.Node {
 	return out
 }
 
-// aggregate sums allocatable over the counted nodes and subtracts what
-// non-terminal pods not placed by leafsync request on them (one "pods" each).
-func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, isSynced func(*corev1.Pod) bool) corev1.ResourceList {
-	total := corev1.ResourceList{}
+// aggregate sums allocatable over the counted nodes (gross) and subtracts
+// what non-terminal pods not placed by leafsync request on them (one "pods"
+// each).
+func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
+	total = corev1.ResourceList{}
 	onCounted := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		onCounted[n.Name] = true
@@ -133,16 +140,40 @@ func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, isSynced func(*corev1.P
 			add(total, name, q)
 		}
 	}
+	gross = total.DeepCopy()
 	for _, p := range pods {
 		if !onCounted[p.Spec.NodeName] || terminal(p) || (isSynced != nil && isSynced(p)) {
 			continue
 		}
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range podRequests(p) {
 			sub(total, name, q)
 		}
 		sub(total, corev1.ResourcePods, resource.MustParse("1"))
 	}
-	return total
+	return gross, total
+}
+
+// SummarizeRequests reduces a pod to what leaf accounting reads of its
+// spec: its effective requests (resourcehelper.PodRequests: containers,
+// init containers, sidecars, overhead, pod-level resources), computed once
+// when the pod enters a member's cache (syncer/member's transform) instead
+// of at every leaf recompute. They are kept as the pod's overhead, the one
+// list PodRequests adds as it is, with no container left: PodRequests of
+// the summarised pod is what it was of the full one.
+func SummarizeRequests(p *corev1.Pod) {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	p.Spec.Containers, p.Spec.InitContainers, p.Spec.Resources = nil, nil, nil
+	p.Spec.Overhead = req
+}
+
+// podRequests is what a pod requests of its node, read as it is from a
+// summarised pod (no allocation on the hot path of every recompute; a
+// pod from the API always has a container).
+func podRequests(p *corev1.Pod) corev1.ResourceList {
+	if len(p.Spec.Containers) == 0 && len(p.Spec.InitContainers) == 0 {
+		return p.Spec.Overhead
+	}
+	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
 }
 
 func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {

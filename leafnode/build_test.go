@@ -190,3 +190,43 @@ func TestMergeTaintsKeepsOthers(t *testing.T) {
 		t.Fatalf("mergeTaints = %v: want KCM's taint kept, cordon removed, leaf taint added", got)
 	}
 }
+
+// A pod summarised when it entered the cache accounts exactly as the full
+// pod: init containers, a sidecar, overhead.
+func TestSummarizedPodAccountsAsTheFullPod(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	rl := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{NodeName: "n1",
+			InitContainers: []corev1.Container{
+				{Name: "init", Resources: rl("2", "1Gi")},
+				{Name: "sidecar", Resources: rl("100m", "64Mi"), RestartPolicy: &always},
+			},
+			Containers: []corev1.Container{{Name: "a", Resources: rl("250m", "512Mi")}, {Name: "b", Resources: rl("250m", "256Mi")}},
+			Overhead:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	summarized := full.DeepCopy()
+	SummarizeRequests(summarized)
+	if summarized.Spec.Containers != nil || summarized.Spec.InitContainers != nil {
+		t.Fatalf("not summarised: %+v", summarized.Spec)
+	}
+	want, got := podRequests(full), podRequests(summarized)
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if w, g := want[r], got[r]; w.Cmp(g) != 0 {
+			t.Errorf("%s: summarised %s, full pod %s", r, g.String(), w.String())
+		}
+	}
+	nodes := []*corev1.Node{memberNode("n1", true, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "110"}, nil, "v1.35.2")}
+	_, a := aggregate(nodes, []*corev1.Pod{full}, nil)
+	_, b := aggregate(nodes, []*corev1.Pod{summarized}, nil)
+	for r, q := range a {
+		if bq := b[r]; q.Cmp(bq) != 0 {
+			t.Errorf("aggregate %s: %s with the full pod, %s summarised", r, q.String(), bq.String())
+		}
+	}
+}

@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/member/membertest"
@@ -40,6 +42,7 @@ func testPod(name string, synced bool) corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:     "default",
 			Name:          name,
+			UID:           types.UID("uid-" + name),
 			Labels:        map[string]string{"app": "x"},
 			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}", "other": "y"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
@@ -82,12 +85,19 @@ func TestTransform(t *testing.T) {
 	if _, err := tr(&p); err != nil {
 		t.Fatal(err)
 	}
-	c := p.Spec.Containers[0]
-	if p.ManagedFields != nil || p.Annotations != nil || c.Image != "" || c.Env != nil || p.Spec.Volumes != nil || p.Status.ContainerStatuses != nil {
+	if p.ManagedFields != nil || p.Annotations != nil || p.Labels != nil || p.Spec.Containers != nil || p.Spec.Volumes != nil || p.Status.ContainerStatuses != nil {
 		t.Errorf("foreign pod not stripped: %+v", p)
 	}
-	if c.Resources.Requests.Cpu().String() != "100m" || p.Spec.NodeName != "n1" || p.Status.Phase != corev1.PodRunning {
-		t.Errorf("foreign pod lost its accounting data: %+v", p)
+	if p.Spec.Overhead.Cpu().String() != "100m" || p.Spec.NodeName != "n1" || p.Status.Phase != corev1.PodRunning || p.UID == "" {
+		t.Errorf("foreign pod lost its accounting data or identity: %+v", p)
+	}
+	// Pods that request the same share one read-only list.
+	p2 := testPod("p2", false)
+	if _, err := tr(&p2); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(p.Spec.Overhead).UnsafePointer() != reflect.ValueOf(p2.Spec.Overhead).UnsafePointer() {
+		t.Errorf("equal requests not shared")
 	}
 
 	s := testPod("s", true)
