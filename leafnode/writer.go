@@ -41,9 +41,23 @@ type Writer struct {
 	// HeartbeatEvery refreshes the conditions' lastHeartbeatTime even when
 	// nothing changed (the Lease is the real heartbeat; this is for people).
 	HeartbeatEvery time.Duration
-	Now            func() time.Time
+	// AllocatableEvery: a change of the leaf's resources that comes only
+	// from the member's own pods coming and going is written at most this
+	// often; a change of the member's nodes, conditions or node info at
+	// once. A kubelet reports its status every 10s; without this, each
+	// member pod created or deleted was a write of every leaf of that
+	// member. Zero: at once.
+	AllocatableEvery time.Duration
+	Now              func() time.Time
 
-	lastHeartbeat time.Time
+	// Deferred is, after a Sync that held back an allocatable-only change,
+	// how long until it may be written (0: nothing held back). The caller
+	// syncs again by then.
+	Deferred time.Duration
+
+	lastHeartbeat   time.Time
+	lastStatusWrite time.Time
+	lastNodes       corev1.ResourceList // Desired.nodes at the last status write
 	// Writes counts API writes, for metrics and write-storm tests.
 	Writes int
 }
@@ -72,9 +86,16 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	if !d.Ready && readySettled(node) {
 		d.Conditions = nil // KCM owns them while the leaf is not Ready
 	}
+	w.Deferred = 0
 	heartbeatDue := d.Ready && now.Sub(w.lastHeartbeat) >= w.HeartbeatEvery
 	if !heartbeatDue && statusMatches(node, d) {
 		return nil
+	}
+	if !heartbeatDue && w.AllocatableEvery > 0 && w.lastNodes != nil && apiequality.Semantic.DeepEqual(d.nodes, w.lastNodes) && resourcesOnly(node, d) {
+		if wait := w.AllocatableEvery - now.Sub(w.lastStatusWrite); wait > 0 {
+			w.Deferred = wait
+			return nil
+		}
 	}
 	// A Ready leaf's status write always carries a fresh heartbeat: KCM
 	// takes a Ready condition with an old lastHeartbeatTime (say, the one
@@ -82,6 +103,7 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 	if err := w.patchStatus(ctx, node, d, now, d.Ready); err != nil {
 		return err
 	}
+	w.lastStatusWrite, w.lastNodes = now, d.nodes
 	if d.Ready {
 		w.lastHeartbeat = now
 	}
@@ -224,6 +246,16 @@ func statusMatches(node *corev1.Node, d Desired) bool {
 		}
 	}
 	return true
+}
+
+// resourcesOnly: the status differs from d in capacity or allocatable and
+// nothing else leafsync writes.
+func resourcesOnly(node *corev1.Node, d Desired) bool {
+	if d.Capacity == nil {
+		return false
+	}
+	d.Capacity, d.Allocatable = node.Status.Capacity, node.Status.Allocatable
+	return statusMatches(node, d)
 }
 
 func findCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *corev1.NodeCondition {

@@ -3,6 +3,7 @@ package leafnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -195,5 +196,65 @@ func TestWriterNeverTouchesAForeignNode(t *testing.T) {
 	}
 	if _, err := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("own leaf not deleted: %v", err)
+	}
+}
+
+// The member's own pods come and go: the leaf's resources are rewritten
+// at most every AllocatableEvery, and Deferred says when; a change of the
+// member's nodes or of a condition goes out at once.
+func TestWriterCoalescesPodChurn(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Hour, AllocatableEvery: 10 * time.Second, Now: func() time.Time { return now }}
+	n1 := memberNode("n1", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
+	n2 := memberNode("n2", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
+	compute := func(st hysteresis.Status, nodes []*corev1.Node, podCPU ...string) Desired {
+		var pods []*corev1.Pod
+		for i, c := range podCPU {
+			pods = append(pods, memberPod(fmt.Sprintf("p%d", i), "n1", corev1.PodRunning, false, map[string]string{"cpu": c}))
+		}
+		return Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: nodes, MemberPods: pods, Status: st,
+			Config: hysteresis.DefaultConfig(), Options: Options{LeafTaint: true}})
+	}
+	ready := hysteresis.Status{State: hysteresis.Ready}
+	allocatable := func() string {
+		n, _ := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+		q := n.Status.Allocatable[corev1.ResourceCPU]
+		return q.String()
+	}
+	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1})); err != nil {
+		t.Fatal(err)
+	}
+	base := w.Writes
+	now = now.Add(2 * time.Second)
+	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1}, "1")); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writes != base || w.Deferred != 8*time.Second || allocatable() != "4" {
+		t.Fatalf("a member pod started 2s after a write: %d writes, deferred %s, allocatable %s; want none, 8s, 4", w.Writes-base, w.Deferred, allocatable())
+	}
+	now = now.Add(8 * time.Second)
+	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1}, "1", "500m")); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writes != base+1 || w.Deferred != 0 || allocatable() != "2500m" {
+		t.Fatalf("due: %d writes, deferred %s, allocatable %s; want the latest written", w.Writes-base, w.Deferred, allocatable())
+	}
+	// A member node added is not held back.
+	now = now.Add(time.Second)
+	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1, n2}, "1", "500m")); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writes != base+2 || w.Deferred != 0 || allocatable() != "6500m" {
+		t.Fatalf("node added 1s after a write: %d writes, deferred %s, allocatable %s; want it written at once", w.Writes-base, w.Deferred, allocatable())
+	}
+	// Nor is a condition change, pods changing with it.
+	now = now.Add(time.Second)
+	if err := w.Sync(ctx, compute(hysteresis.Status{State: hysteresis.Suspect, Since: now}, []*corev1.Node{n1, n2}, "1")); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writes <= base+2 || w.Deferred != 0 || allocatable() != "7" {
+		t.Fatalf("condition change: %d writes, deferred %s, allocatable %s; want it written at once", w.Writes-base, w.Deferred, allocatable())
 	}
 }

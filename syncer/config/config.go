@@ -61,6 +61,10 @@ type Leaves struct {
 	ConditionHeartbeat hysteresis.Duration `json:"conditionHeartbeat"`
 	// Resync recomputes every leaf at least this often.
 	Resync hysteresis.Duration `json:"resync"`
+	// AllocatableInterval: a leaf's allocatable changing alone (the
+	// member's own pods come and go) is written at most this often;
+	// capacity, conditions and taints at once. 0 writes every change.
+	AllocatableInterval hysteresis.Duration `json:"allocatableInterval"`
 }
 
 func (l Leaves) validate() error {
@@ -76,6 +80,9 @@ func (l Leaves) validate() error {
 	}
 	if l.LeaseRenewInterval.Duration > 0 && l.LeaseDuration.Duration < 2*l.LeaseRenewInterval.Duration {
 		errs = append(errs, fmt.Errorf("leaves.leaseDuration (%s) must be at least twice leaves.leaseRenewInterval (%s), or one late renewal expires the Lease", l.LeaseDuration, l.LeaseRenewInterval))
+	}
+	if l.AllocatableInterval.Duration < 0 {
+		errs = append(errs, fmt.Errorf("leaves.allocatableInterval must not be negative, got %s (0 writes every change)", l.AllocatableInterval))
 	}
 	return errors.Join(errs...)
 }
@@ -147,6 +154,8 @@ func Default() Config {
 			LeaseRenewTimeout:  hysteresis.Duration{Duration: 5 * time.Second},
 			ConditionHeartbeat: hysteresis.Duration{Duration: time.Minute},
 			Resync:             hysteresis.Duration{Duration: 30 * time.Second},
+			// A kubelet's status update period.
+			AllocatableInterval: hysteresis.Duration{Duration: 10 * time.Second},
 		},
 		Members: Members{
 			Timeout:          hysteresis.Duration{Duration: 30 * time.Second},

@@ -73,6 +73,9 @@ type Options struct {
 	RenewInterval, LeaseDuration, RenewTimeout time.Duration
 	// ConditionHeartbeat refreshes conditions' lastHeartbeatTime.
 	ConditionHeartbeat time.Duration
+	// AllocatableEvery: allocatable changing alone is written at most this
+	// often (leafnode.Writer).
+	AllocatableEvery time.Duration
 	// Resync recomputes every leaf at least this often.
 	Resync time.Duration
 	// Recorder records an Event on the leaf Node for every transition.
@@ -243,11 +246,12 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		kick:    make(chan struct{}, 1),
 		cancel:  cancel,
 		writer: &leafnode.Writer{
-			Client:         c.opts.Host,
-			Cluster:        m.Cluster(),
-			Nodes:          c.nodes,
-			Name:           m.Spec.LeafName,
-			HeartbeatEvery: c.opts.ConditionHeartbeat,
+			Client:           c.opts.Host,
+			Cluster:          m.Cluster(),
+			Nodes:            c.nodes,
+			Name:             m.Spec.LeafName,
+			HeartbeatEvery:   c.opts.ConditionHeartbeat,
+			AllocatableEvery: c.opts.AllocatableEvery,
 		},
 	}
 	l.setMember(m)
@@ -336,7 +340,8 @@ func (l *leaf) stop() {
 }
 
 // run recomputes and writes the leaf on every kick (member objects changed,
-// engine transition), at most every 500ms, and at least every Resync.
+// engine transition), at most every 500ms, and at least every Resync;
+// allocatable alone is written at most every AllocatableEvery.
 func (l *leaf) run(ctx context.Context) {
 	const minGap = 500 * time.Millisecond
 	resync := time.NewTicker(l.c.opts.Resync)
@@ -351,8 +356,13 @@ func (l *leaf) run(ctx context.Context) {
 			retry = 0
 		}
 		var retryC <-chan time.Time
-		if retry > 0 {
+		switch {
+		case retry > 0:
 			retryC = time.After(retry)
+		case l.writer.Deferred > 0:
+			// An allocatable change held back: written when due even if
+			// the member goes quiet.
+			retryC = time.After(l.writer.Deferred)
 		}
 		select {
 		case <-ctx.Done():
