@@ -144,15 +144,11 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 	s := Step{Registrations: n, ChurnRate: b.p.churnRate * float64(b.p.members)}
 	created := map[string]time.Time{}
 	for i := b.regs; i < n; i++ {
-		m := b.members[i%len(b.members)]
-		sec := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: regName(i), Namespace: leafsyncNS, Labels: map[string]string{"leafsync.io/cluster": regName(i)}},
-			Data:       map[string][]byte{"kubeconfig": m.Kubeconfig()},
-		}
-		created[leafName(i)] = time.Now()
-		if _, err := b.host.Client().CoreV1().Secrets(leafsyncNS).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		at, err := b.register(ctx, i)
+		if err != nil {
 			return s, err
 		}
+		created[leafName(i)] = at
 	}
 	b.regs = n
 	var took []float64
@@ -219,7 +215,31 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 	}
 	s.LeafUpdates = len(lat)
 	s.LeafUpdateP50, s.LeafUpdateP99 = Percentile(lat, 50), Percentile(lat, 99)
+
+	// One more registration on its own, as members usually arrive.
+	at, err := b.register(ctx, b.regs)
+	if err != nil {
+		return s, err
+	}
+	ready, err := b.w.waitReady(leafName(b.regs), time.Now().Add(5*time.Minute))
+	if err != nil {
+		return s, err
+	}
+	s.RegisterAlone = ready.Sub(at).Seconds()
+	b.regs++
 	return s, nil
+}
+
+// register creates registration i's Secret and returns when.
+func (b *bench) register(ctx context.Context, i int) (time.Time, error) {
+	m := b.members[i%len(b.members)]
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: regName(i), Namespace: leafsyncNS, Labels: map[string]string{"leafsync.io/cluster": regName(i)}},
+		Data:       map[string][]byte{"kubeconfig": m.Kubeconfig()},
+	}
+	at := time.Now()
+	_, err := b.host.Client().CoreV1().Secrets(leafsyncNS).Create(ctx, sec, metav1.CreateOptions{})
+	return at, err
 }
 
 // leafUpdates removes member nodes one at a time and measures how long

@@ -32,6 +32,9 @@ type Step struct {
 	// registrations added in this step.
 	RegisterP50 float64 `json:"registerP50"`
 	RegisterP99 float64 `json:"registerP99"`
+	// RegisterAlone: one more registration on its own, with the others
+	// running.
+	RegisterAlone float64 `json:"registerAlone"`
 	// Steady state (no change in the members) and churn (member pods
 	// created and deleted at ChurnRate per second): leafsync's resident
 	// memory, Go heap in use, and CPU in cores.
@@ -101,11 +104,11 @@ func (rep *Report) Markdown(w io.Writer) {
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "Stopped: %s\n\n", rep.Stopped)
 	}
-	fmt.Fprintln(w, "| registrations | registration → Ready p50 / p99 | RSS steady / churn | Go heap steady | CPU steady / churn (cores) | leaf update p50 / p99 | host writes/s per leaf steady / churn | probes/s | Lease renewal lag p99 | goroutines |")
+	fmt.Fprintln(w, "| registrations | registration → Ready: batch p50 / p99, alone | RSS steady / churn | Go heap steady | CPU steady / churn (cores) | leaf update p50 / p99 | host writes/s per leaf steady / churn | probes/s | Lease renewal lag p99 | goroutines |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rep.Steps {
-		fmt.Fprintf(w, "| %d | %.1fs / %.1fs | %.0f / %.0f MiB | %.0f MiB | %.2f / %.2f | %.2fs / %.2fs (n=%d) | %.3f / %.3f | %.1f | %.2fs | %d |\n",
-			s.Registrations, s.RegisterP50, s.RegisterP99, s.SteadyRSSMiB, s.ChurnRSSMiB, s.SteadyHeapMiB,
+		fmt.Fprintf(w, "| %d | %.1fs / %.1fs, %.1fs | %.0f / %.0f MiB | %.0f MiB | %.2f / %.2f | %.2fs / %.2fs (n=%d) | %.3f / %.3f | %.1f | %.2fs | %d |\n",
+			s.Registrations, s.RegisterP50, s.RegisterP99, s.RegisterAlone, s.SteadyRSSMiB, s.ChurnRSSMiB, s.SteadyHeapMiB,
 			s.SteadyCPU, s.ChurnCPU, s.LeafUpdateP50, s.LeafUpdateP99, s.LeafUpdates, s.HostWritesPerLeaf, s.HostWritesPerLeafChurn, s.ProbesPerSec, s.LeaseLagP99, s.Goroutines)
 	}
 	if len(rep.Steps) == 0 {
