@@ -211,7 +211,7 @@ func TestFlapBench(t *testing.T) {
 	rep := &Report{
 		Date:    start.UTC().Format("2006-01-02"),
 		Command: "make bench-flap",
-		Machine: Machine(),
+		Machine: harness.Machine(),
 		Timings: timingsText,
 	}
 	for _, sc := range selected(t) {

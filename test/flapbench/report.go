@@ -7,16 +7,16 @@
 package flapbench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/leafsync/leafsync/test/harness"
 )
 
 // Sample is one look at a contestant's leaf and workloads.
@@ -143,22 +143,7 @@ type Report struct {
 
 // Write puts report.json, report.md and one PNG per scenario in dir.
 func (rep *Report) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "report.md"))
-	if err != nil {
-		return err
-	}
-	rep.Markdown(f)
-	if err := f.Close(); err != nil {
+	if err := harness.WriteReport(dir, rep, rep.Markdown); err != nil {
 		return err
 	}
 	for _, sc := range rep.scenarios() {
@@ -211,20 +196,4 @@ func (rep *Report) Markdown(w io.Writer) {
 				r.MemberPodsDeleted, r.MemberPodsStarted, r.PodSecondsNotReady, r.CapacitySecondsLost, r.OrphansAtEnd, rec, r.failoverText())
 		}
 	}
-}
-
-// Machine describes this machine in one line.
-func Machine() string {
-	host, _ := os.Hostname()
-	cpu := "?"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		n := strings.Count(string(data), "processor\t:")
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "model name") {
-				cpu = fmt.Sprintf("%d × %s", n, strings.TrimSpace(strings.SplitN(line, ":", 2)[1]))
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s, %s", host, cpu)
 }

@@ -10,7 +10,9 @@ package harness
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -190,4 +192,41 @@ func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// Machine describes this machine in one line, for benchmark reports.
+func Machine() string {
+	host, _ := os.Hostname()
+	cpu := "?"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		n := strings.Count(string(data), "processor\t:")
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				cpu = fmt.Sprintf("%d × %s", n, strings.TrimSpace(strings.SplitN(line, ":", 2)[1]))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %s", host, cpu)
+}
+
+// WriteReport writes a benchmark's report into dir: v as report.json and
+// the Markdown markdown writes as report.md.
+func WriteReport(dir string, v any, markdown func(io.Writer)) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.md"))
+	if err != nil {
+		return err
+	}
+	markdown(f)
+	return f.Close()
 }

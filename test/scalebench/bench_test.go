@@ -84,7 +84,7 @@ func TestScaleBench(t *testing.T) {
 	}
 	start := time.Now()
 	rep := &Report{
-		Date: start.UTC().Format("2006-01-02"), Command: "make bench-scale", Machine: Machine(),
+		Date: start.UTC().Format("2006-01-02"), Command: "make bench-scale", Machine: harness.Machine(),
 		Setup: fmt.Sprintf("%d member API servers of %d kwok nodes and %d pods each, registered round-robin; leafsync with its default configuration; KCM node-monitor grace 50s; windows of %s; churn %.0f pod creates+deletes/s per member",
 			p.members, p.nodes, p.pods, p.window, p.churnRate),
 	}

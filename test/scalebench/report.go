@@ -7,7 +7,6 @@
 package scalebench
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
@@ -16,9 +15,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 
 	"gonum.org/v1/plot"
+
+	"github.com/leafsync/leafsync/test/harness"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -77,22 +77,7 @@ type Report struct {
 
 // Write puts report.json, report.md and the plots in dir.
 func (rep *Report) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "report.md"))
-	if err != nil {
-		return err
-	}
-	rep.Markdown(f)
-	if err := f.Close(); err != nil {
+	if err := harness.WriteReport(dir, rep, rep.Markdown); err != nil {
 		return err
 	}
 	return rep.Plot(filepath.Join(dir, "scale.png"))
@@ -213,20 +198,4 @@ func Percentile(xs []float64, p float64) float64 {
 	sort.Float64s(s)
 	i := int(p/100*float64(len(s))+0.999999) - 1
 	return s[min(max(i, 0), len(s)-1)]
-}
-
-// Machine describes this machine in one line.
-func Machine() string {
-	host, _ := os.Hostname()
-	cpu := "?"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		n := strings.Count(string(data), "processor\t:")
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "model name") {
-				cpu = fmt.Sprintf("%d × %s", n, strings.TrimSpace(strings.SplitN(line, ":", 2)[1]))
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s, %s", host, cpu)
 }
