@@ -11,48 +11,12 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/test/harness"
 )
-
-// failPodCreates installs, in cluster c, a validating webhook for pod
-// creates in namespace ns whose endpoint is down, with failurePolicy Fail:
-// the member's API server answers every such create with HTTP 500 ("failed
-// calling webhook"), while /readyz and every other call stay healthy.
-func failPodCreates(t *testing.T, c *harness.Cluster, ns string) {
-	t.Helper()
-	url := "https://127.0.0.1:1/validate" // nothing listens on port 1
-	none := admissionregistrationv1.SideEffectClassNone
-	fail := admissionregistrationv1.Fail
-	wh := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "broken-pod-policy"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "pods.broken.example.com",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To[int32](1),
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				"kubernetes.io/metadata.name": ns,
-			}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
-				},
-			}},
-		}},
-	}
-	if _, err := c.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), wh, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestMemberAdmissionErrorsAreNotOutages: a member whose own admission
 // webhook fails every pod create (HTTP 500) while 20 pods are placed on its
@@ -75,7 +39,9 @@ func TestMemberAdmissionErrorsAreNotOutages(t *testing.T) {
 	if err := member.EnsureNamespace(ctx, appsNS); err != nil {
 		t.Fatal(err)
 	}
-	failPodCreates(t, member.Cluster, appsNS)
+	if err := member.FailPodCreates(context.Background(), appsNS); err != nil {
+		t.Fatal(err)
+	}
 
 	rec := recordNode(t, f.host, leaf)
 	start := time.Now()

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,7 +141,9 @@ func memberRefusesCreates(during time.Duration) func(*testing.T, []*contestant) 
 	return func(t *testing.T, cs []*contestant) {
 		ctx := context.Background()
 		for _, c := range cs {
-			failPodCreates(t, c.member, c.ns)
+			if err := c.member.FailPodCreates(ctx, c.ns); err != nil {
+				t.Fatal(err)
+			}
 			pods, err := c.host.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 			if err != nil || len(pods.Items) == 0 {
 				t.Fatalf("%s: web pods: %v", c.name, err)
@@ -153,7 +154,7 @@ func memberRefusesCreates(during time.Duration) func(*testing.T, []*contestant) 
 		}
 		time.Sleep(during)
 		for _, c := range cs {
-			if err := c.member.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "broken-pod-policy", metav1.DeleteOptions{}); err != nil {
+			if err := c.member.HealPodCreates(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -420,29 +421,6 @@ func waitLeafReady(t *testing.T, hc kubernetes.Interface, leaf string) {
 		}
 		return nil
 	})
-}
-
-// failPodCreates makes the member's API server answer pod creates in ns
-// with 500 (a validating webhook whose endpoint is down, failurePolicy
-// Fail), while /readyz and every other call stay healthy.
-func failPodCreates(t *testing.T, c *harness.Cluster, ns string) {
-	url := "https://127.0.0.1:1/validate"
-	none, fail := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail
-	wh := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "broken-pod-policy"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "pods.broken.example.com", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
-			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](1),
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}},
-		}},
-	}
-	if _, err := c.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), wh, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // recorder follows one contestant through informers on the host (its leaf
