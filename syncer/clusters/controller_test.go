@@ -310,10 +310,17 @@ func TestRegisterConnectDeregister(t *testing.T) {
 	}
 	e.mustReconcile("east") // NotFound is fine
 
-	// The subscriber saw the removal.
-	for ev := range sub.Events() {
-		if ev.Type == MemberRemoved {
-			break
+	// The subscriber saw the removal (and does not wait for ever if not).
+	deadline := time.After(10 * time.Second)
+	for removed := false; !removed; {
+		select {
+		case ev, ok := <-sub.Events():
+			if !ok {
+				t.Fatal("subscription closed before MemberRemoved")
+			}
+			removed = ev.Type == MemberRemoved
+		case <-deadline:
+			t.Fatal("the subscriber never saw MemberRemoved")
 		}
 	}
 	e.ctl.Shutdown()

@@ -194,19 +194,6 @@ func (r *Registry) Status(cluster string) (Status, bool) {
 	return Status{}, false
 }
 
-// SecretStatus returns the status of one registration Secret.
-func (r *Registry) SecretStatus(secret types.NamespacedName) (Status, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st, ok := r.statuses[secret]
-	if !ok {
-		return Status{}, false
-	}
-	if e := r.entries[st.Cluster]; e != nil && e.secret == secret {
-		st = r.liveLocked(st, e)
-	}
-	return st, true
-}
 
 // Statuses returns the status of every registration Secret (refused and
 // duplicate ones included), sorted by cluster then Secret name.

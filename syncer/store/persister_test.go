@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -174,7 +175,12 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	if got := fmt.Sprint(names(rec.Deletes)); got != "[owed-after-restart owed-before-restart]" {
 		t.Errorf("record after the store came back: deletes %s", got)
 	}
-	if !strings.Contains(string(rec.Hysteresis), `"lastObserved"`) && !strings.Contains(string(rec.Hysteresis), t0.Add(25*time.Second).Format("15:04:05")) {
-		t.Errorf("record's snapshot is not the running engine's: %s", rec.Hysteresis)
+	var snap struct {
+		Last *struct {
+			Time time.Time `json:"t"`
+		} `json:"last"`
+	}
+	if err := json.Unmarshal(rec.Hysteresis, &snap); err != nil || snap.Last == nil || !snap.Last.Time.Equal(t0.Add(25*time.Second)) {
+		t.Errorf("record's snapshot is not the running engine's (last observation at 25s): %s (%v)", rec.Hysteresis, err)
 	}
 }

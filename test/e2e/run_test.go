@@ -4,10 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,53 +48,5 @@ func TestRunServesHealthAndStopsOnSIGTERM(t *testing.T) {
 	}
 	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 		t.Fatalf("leader Lease still held by %q after a clean stop", *l.Spec.HolderIdentity)
-	}
-}
-
-// TestRunRejectsBadConfig: invalid flags or config exit non-zero with a
-// message naming the bad field, before touching any cluster.
-func TestRunRejectsBadConfig(t *testing.T) {
-	cases := map[string]struct {
-		args []string
-		want string
-	}{
-		"bad log level":       {[]string{"--log-level=loud"}, "logLevel"},
-		"bad namespace":       {[]string{"--namespace=Not_A_Namespace"}, "namespace"},
-		"bad metrics address": {[]string{"--metrics-bind-address=nonsense"}, "metricsBindAddress"},
-		"missing config file": {[]string{"--config=/nonexistent/leafsync.yaml"}, "reading config file"},
-		"unknown flag":        {[]string{"--no-such-flag"}, "no-such-flag"},
-	}
-	dir := t.TempDir()
-	for name, body := range map[string]string{
-		"unknown.yaml":    "namespace: leafsync-system\nlogLevl: debug\n",
-		"hysteresis.yaml": "hysteresis:\n  suppress: 500\n  reuse: 900\n",
-		"election.yaml":   "leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cases["misspelt config key"] = struct {
-		args []string
-		want string
-	}{[]string{"--config=" + filepath.Join(dir, "unknown.yaml")}, "logLevl"}
-	cases["reuse above suppress"] = struct {
-		args []string
-		want string
-	}{[]string{"--config=" + filepath.Join(dir, "hysteresis.yaml")}, "hysteresis.reuse"}
-	cases["renew deadline above lease"] = struct {
-		args []string
-		want string
-	}{[]string{"--config=" + filepath.Join(dir, "election.yaml")}, "leaderElection.renewDeadline"}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			out, err := exec.Command(harness.LeafsyncBinary(t), append([]string{"run"}, tc.args...)...).CombinedOutput()
-			if err == nil {
-				t.Fatalf("leafsync run %v exited 0; output:\n%s", tc.args, out)
-			}
-			if !strings.Contains(string(out), tc.want) {
-				t.Fatalf("leafsync run %v: output does not name %q:\n%s", tc.args, tc.want, out)
-			}
-		})
 	}
 }

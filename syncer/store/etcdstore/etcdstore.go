@@ -76,13 +76,6 @@ func New(o Options) (*Store, error) {
 	return &Store{opts: o, prefix: o.Prefix}, nil
 }
 
-// NewWithClient returns a Store over an existing client (tests).
-func NewWithClient(cli *clientv3.Client, prefix string) *Store {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return &Store{opts: Options{Prefix: prefix}, prefix: prefix, cli: cli}
-}
 
 func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	s.mu.Lock()
