@@ -194,7 +194,6 @@ func (r *Registry) Status(cluster string) (Status, bool) {
 	return Status{}, false
 }
 
-
 // Statuses returns the status of every registration Secret (refused and
 // duplicate ones included), sorted by cluster then Secret name.
 func (r *Registry) Statuses() []Status {

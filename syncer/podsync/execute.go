@@ -370,8 +370,13 @@ func (c *Controller) deleteHost(ctx context.Context, hp *corev1.Pod) error {
 // Keeper to have written every change, so that a delete recorded just
 // before is durable before the host pod that held it disappears.
 func (x *execution) finishHost(ctx context.Context, persist bool) error {
-	if persist && !x.c.waitPersisted(ctx, x.key.Cluster, 2*time.Second) {
-		return requeueError{after: 500 * time.Millisecond, why: "waiting for the state store to write the pending delete"}
+	if persist {
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := x.c.opts.Keeper.FlushCluster(fctx, x.key.Cluster)
+		cancel()
+		if err != nil {
+			return requeueError{after: 500 * time.Millisecond, why: fmt.Sprintf("waiting for the state store to write the pending delete: %v", err)}
+		}
 	}
 	hp, err := x.c.removeFinalizer(ctx, x.hp)
 	if err != nil {
@@ -382,23 +387,6 @@ func (x *execution) finishHost(ctx context.Context, persist bool) error {
 		return x.c.deleteHost(ctx, hp)
 	}
 	return nil
-}
-
-func (c *Controller) waitPersisted(ctx context.Context, cluster string, max time.Duration) bool {
-	deadline := time.Now().Add(max)
-	for {
-		if c.opts.Keeper.Written(cluster) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func (x *execution) syncStatus(ctx context.Context) error {

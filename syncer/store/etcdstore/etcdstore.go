@@ -76,7 +76,6 @@ func New(o Options) (*Store, error) {
 	return &Store{opts: o, prefix: o.Prefix}, nil
 }
 
-
 func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
