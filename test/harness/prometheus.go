@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 )
 
 // Prometheus is a real Prometheus server (Debian's package) scraping
@@ -139,4 +142,26 @@ func (r QueryResult) Value() (string, bool) {
 	}
 	v, ok := r.Data.Result[0].Value[1].(string)
 	return v, ok
+}
+
+// AlertingRules are the alerting rules Prometheus has loaded, by name, with
+// their health and last evaluation (the rules API, through client_golang).
+func (p *Prometheus) AlertingRules(ctx context.Context) (map[string]promv1.AlertingRule, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: p.URL})
+	if err != nil {
+		return nil, err
+	}
+	res, err := promv1.NewAPI(c).Rules(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]promv1.AlertingRule{}
+	for _, g := range res.Groups {
+		for _, r := range g.Rules {
+			if a, ok := r.(promv1.AlertingRule); ok {
+				out[a.Name] = a
+			}
+		}
+	}
+	return out, nil
 }
