@@ -106,15 +106,6 @@ func (p *Plan) requeue(d time.Duration) {
 	}
 }
 
-// Has reports whether the plan holds an action of type t.
-func (p Plan) Has(t ActionType) bool {
-	for _, a := range p.Actions {
-		if a.Type == t {
-			return true
-		}
-	}
-	return false
-}
 
 // Get returns the first action of type t.
 func (p Plan) Get(t ActionType) (Action, bool) {

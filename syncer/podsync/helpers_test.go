@@ -99,3 +99,13 @@ func types_(p Plan) []ActionType {
 	}
 	return out
 }
+
+// Has reports whether the plan holds an action of type t (tests only).
+func (p Plan) Has(t ActionType) bool {
+	for _, a := range p.Actions {
+		if a.Type == t {
+			return true
+		}
+	}
+	return false
+}
