@@ -106,7 +106,6 @@ func (p *Plan) requeue(d time.Duration) {
 	}
 }
 
-
 // Get returns the first action of type t.
 func (p Plan) Get(t ActionType) (Action, bool) {
 	for _, a := range p.Actions {
