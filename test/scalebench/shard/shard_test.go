@@ -128,9 +128,9 @@ func TestShardSimulation(t *testing.T) {
 		}
 		t.Logf("budget %.0f MiB, %.1f cores per replica: %d replicas; busiest %d members (%.0f MiB, %.2f cores, %.2f× the mean); "+
 			"one lost: %d members move, the busiest taker gets %d, all Ready again after %s, busiest then %d members (%.0f MiB); "+
-			"one added: %d members move to it, handover %s",
+			"one added: %d members move, %d of them to it, handover %s",
 			budget.mib, budget.cores, r, most.Members, most.MiB, most.Cores, Imbalance(loads),
 			loss.Moved, loss.MaxTaken, loss.Handover.Round(time.Second), mostAfter.Members, mostAfter.MiB,
-			add.Moved, add.Handover.Round(time.Second))
+			add.Moved, add.MaxTaken, add.Handover.Round(time.Second))
 	}
 }
