@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build tools prometheus test unit e2e bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint demo clean
+.PHONY: help build tools prometheus test unit e2e bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -62,14 +62,20 @@ bench-scale: tools build ## what one replica costs per member: RSS, CPU, registr
 bench-scale-smoke: tools build ## the scale benchmark with 2 and 4 small registrations (CI)
 	cd test/scalebench && SCALEBENCH=smoke SCALEBENCH_OUT=$(CURDIR)/_output/scalebench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestScaleBench .
 
-lint: ## gofmt and go vet (also over the e2e build tag)
+# Go modules besides the root one, linted and unit-tested like it.
+NESTED_MODULES := test/flapbench test/flapbench/vkbaseline test/scalebench
+
+staticcheck: ## build bin/staticcheck (pinned in test/tools/staticcheck/go.mod)
+	cd test/tools/staticcheck && $(GO) build -o $(BIN)/staticcheck honnef.co/go/tools/cmd/staticcheck
+
+lint: staticcheck ## gofmt, go vet and staticcheck (also over the e2e build tag and the nested modules)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/...
-	cd test/flapbench && $(GO) vet -tags e2e ./...
-	cd test/flapbench/vkbaseline && $(GO) vet -tags e2e ./...
-	cd test/scalebench && $(GO) vet -tags e2e ./...
+	$(BIN)/staticcheck ./...
+	$(BIN)/staticcheck -tags e2e ./test/...
+	set -e; for m in $(NESTED_MODULES); do (cd $$m && $(GO) vet -tags e2e ./... && $(BIN)/staticcheck -tags e2e ./...); done
 
 # The demo is built, then exec'd: Ctrl-C then reaches it alone through make,
 # which sees its clean exit (with `go run`, make reported Error 1).

@@ -471,7 +471,7 @@ func applySecret(ctx context.Context, c kubernetes.Interface, s *corev1.Secret) 
 		return false, fmt.Errorf("reading Secret %s/%s in the host: %w", s.Namespace, s.Name, err)
 	}
 	if other := cur.Labels[registration.LabelCluster]; other != "" && other != s.Labels[registration.LabelCluster] {
-		return false, fmt.Errorf("Secret %s/%s already registers cluster %q; pass --secret-name to use another Secret", s.Namespace, s.Name, other)
+		return false, fmt.Errorf("the Secret %s/%s already registers cluster %q; pass --secret-name to use another Secret", s.Namespace, s.Name, other)
 	}
 	if cur.Labels == nil {
 		cur.Labels = map[string]string{}

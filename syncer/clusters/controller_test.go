@@ -91,14 +91,13 @@ func (e *engine) removals() []string {
 }
 
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	c      client.Client
-	ctl    *Controller
-	eng    *engine
-	rec    *recorder
-	srv    *membertest.Server
-	policy registration.Policy
+	t   *testing.T
+	ctx context.Context
+	c   client.Client
+	ctl *Controller
+	eng *engine
+	rec *recorder
+	srv *membertest.Server
 }
 
 func newEnv(t *testing.T) *env {

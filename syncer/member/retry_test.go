@@ -35,7 +35,7 @@ func TestIsRetryable(t *testing.T) {
 		{"401", apierrors.NewUnauthorized("who"), false},
 		{"403", apierrors.NewForbidden(podsGR, "p", errors.New("no")), false},
 		{"404", apierrors.NewNotFound(podsGR, "p"), false},
-		{"410", apierrors.NewGone("gone"), false},
+		{"410", apierrors.NewResourceExpired("gone"), false},
 		{"422", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", nil), false},
 		{"refused", errRefused, true},
 		{"breaker open", &BreakerOpenError{Cluster: "east"}, true},

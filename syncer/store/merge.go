@@ -1,7 +1,5 @@
 package store
 
-import "bytes"
-
 // mergeStates is the three-way merge used when a record was changed by an
 // older writer (a previous leader still finishing, or a write of ours whose
 // reply was lost) since this Keeper last read or wrote it:
@@ -78,17 +76,4 @@ func equalDelete(x, y PendingDelete) bool {
 		return false
 	}
 	return x.GracePeriodSeconds == nil || *x.GracePeriodSeconds == *y.GracePeriodSeconds
-}
-
-// equalStates compares what matters of two states (not who wrote them).
-func equalStates(a, b ClusterState) bool {
-	if !bytes.Equal(a.Hysteresis, b.Hysteresis) || len(a.Deletes) != len(b.Deletes) {
-		return false
-	}
-	for i := range a.Deletes {
-		if !equalDelete(a.Deletes[i], b.Deletes[i]) {
-			return false
-		}
-	}
-	return true
 }

@@ -28,7 +28,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -277,7 +276,6 @@ type leafSummary struct {
 // once a second and prints what changed.
 type narrator struct {
 	start  time.Time
-	mu     sync.Mutex
 	notes  chan string
 	stopCh chan struct{}
 	done   chan map[string]*leafSummary

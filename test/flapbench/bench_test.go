@@ -32,7 +32,6 @@ var (
 		NodeEvictionRate:       1,
 	}
 	tolerationSeconds int64 = 100 // 300
-	notReadyAfter           = 30 * time.Second
 )
 
 const leafsyncConfig = `

@@ -15,16 +15,15 @@ type Etcd struct {
 }
 
 type etcdMember struct {
-	name       string
-	dataDir    string
-	clientURL  string
-	peerURL    string
-	args       []string
-	bin        string
-	logDir     string
-	proc       *process
-	stopped    bool
-	clusterArg string
+	name      string
+	dataDir   string
+	clientURL string
+	peerURL   string
+	args      []string
+	bin       string
+	logDir    string
+	proc      *process
+	stopped   bool
 }
 
 // EtcdOptions shapes an etcd cluster.

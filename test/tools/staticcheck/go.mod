@@ -1,0 +1,16 @@
+// staticcheck, pinned and built from the module proxy like the other
+// tools (`make staticcheck`, run by `make lint`); a module of its own so
+// that its dependencies do not move the control-plane tools' pins.
+module github.com/leafsync/leafsync/test/tools/staticcheck
+
+go 1.26.0
+
+require honnef.co/go/tools v0.8.2
+
+require (
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+)
