@@ -103,7 +103,10 @@ func TestPrometheusScrapesAFlap(t *testing.T) {
 
 	exprs := dashboardExprs(t)
 	dash := len(exprs)
-	exprs = append(exprs, alertExprs(t)...)
+	rules := chartRules(t)
+	for _, r := range rules {
+		exprs = append(exprs, r.Expr)
+	}
 	metric := regexp.MustCompile(`leafsync_[a-z_]+`)
 	checked := map[string]bool{}
 	for i, e := range exprs {
@@ -139,7 +142,12 @@ func TestPrometheusScrapesAFlap(t *testing.T) {
 
 	// Prometheus itself loaded every alert rule of the chart and evaluates
 	// it without error (the rules API; a query of ALERTS could not fail).
-	want := alertNames(t)
+	var want []string
+	for _, r := range rules {
+		if r.Alert != "" {
+			want = append(want, r.Alert)
+		}
+	}
 	harness.Eventually(t, time.Minute, "alert rules loaded and evaluated", func() error {
 		got, err := prom.AlertingRules(ctx)
 		if err != nil {
@@ -159,37 +167,6 @@ func TestPrometheusScrapesAFlap(t *testing.T) {
 		return nil
 	})
 	t.Logf("%d alert rules loaded and healthy", len(want))
-}
-
-// alertNames are the alert rules' names in the chart's rules file.
-func alertNames(t *testing.T) []string {
-	t.Helper()
-	data, err := os.ReadFile(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `json:"alert"`
-			} `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.Unmarshal(data, &rules); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			if r.Alert != "" {
-				out = append(out, r.Alert)
-			}
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("no alert rule in %s", alertsFile)
-	}
-	return out
 }
 
 func dashboardExprs(t *testing.T) []string {
@@ -218,7 +195,14 @@ func dashboardExprs(t *testing.T) []string {
 	return out
 }
 
-func alertExprs(t *testing.T) []string {
+// chartRule is one rule of the chart's alert rules file.
+type chartRule struct {
+	Alert string `json:"alert"`
+	Expr  string `json:"expr"`
+}
+
+// chartRules are the rules of the chart's alert rules file.
+func chartRules(t *testing.T) []chartRule {
 	t.Helper()
 	data, err := os.ReadFile(alertsFile)
 	if err != nil {
@@ -226,19 +210,18 @@ func alertExprs(t *testing.T) []string {
 	}
 	var rules struct {
 		Groups []struct {
-			Rules []struct {
-				Expr string `json:"expr"`
-			} `json:"rules"`
+			Rules []chartRule `json:"rules"`
 		} `json:"groups"`
 	}
 	if err := yaml.Unmarshal(data, &rules); err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	var out []chartRule
 	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			out = append(out, r.Expr)
-		}
+		out = append(out, g.Rules...)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no rule in %s", alertsFile)
 	}
 	return out
 }
