@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build tools prometheus test unit e2e bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
+.PHONY: help build tools prometheus test unit e2e e2e-compare bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ prometheus: ## Prometheus and promtool (Debian's package), for the metrics and a
 
 e2e: tools build prometheus ## e2e suites against real kube-apiserver, KCM, etcd, kwok and Prometheus
 	LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/...
+
+e2e-compare: tools build prometheus ## the eviction-guard e2e cases also without the guard, to show the harm it prevents (adds about 4 min to the guard tests)
+	LEAFSYNC_E2E_COMPARE=1 LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) -run 'TestEvictionGuard|TestPodSyncFailover$$' -v ./test/e2e/
 
 bench: tools build prometheus ## e2e benchmarks at full length (60s per phase; make test runs a 10s smoke); prints the BENCH lines
 	set -o pipefail; LEAFSYNC_BENCH_SECONDS=$${LEAFSYNC_BENCH_SECONDS:-60} LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -p 1 -timeout 30m -run 'TestBench' -v ./test/e2e/ | grep -E 'BENCH|^(--- |ok|FAIL)'

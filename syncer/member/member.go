@@ -31,6 +31,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // Options configure a member Runtime.
@@ -66,8 +67,9 @@ type Options struct {
 	IsSyncedPod func(*corev1.Pod) bool
 	// Logger for breaker and lifecycle messages.
 	Logger logr.Logger
-	// Now is the clock of probe observations (time.Now when nil).
-	Now func() time.Time
+	// Clock times the probes and stamps their outcomes (the real clock
+	// when nil).
+	Clock clock.Clock
 }
 
 // Defaults of Options fields left zero.
@@ -199,7 +201,7 @@ func New(o Options) (*Runtime, error) {
 		Interval:  o.ProbeInterval,
 		Observe:   o.Observe,
 		OnSuccess: r.breaker.HealthCheckPassed,
-		Now:       o.Now,
+		Clock:     o.Clock,
 	})
 	return r, nil
 }

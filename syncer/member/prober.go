@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/metrics"
@@ -30,7 +31,7 @@ type Prober struct {
 	interval func() time.Duration
 	observe  ObserveFunc
 	success  func()
-	now      func() time.Time
+	clock    clock.Clock
 
 	mu   sync.Mutex
 	last hysteresis.Observation
@@ -55,14 +56,15 @@ type ProberOptions struct {
 	// OnSuccess is called after every successful probe (may be nil): the
 	// breaker's health check.
 	OnSuccess func()
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock times the probes and stamps their outcomes (the real clock
+	// when nil).
+	Clock clock.Clock
 }
 
 // NewProber returns a Prober.
 func NewProber(o ProberOptions) *Prober {
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 3 * time.Second
@@ -70,7 +72,7 @@ func NewProber(o ProberOptions) *Prober {
 	if o.Interval == nil {
 		o.Interval = func() time.Duration { return hysteresis.DefaultConfig().ProbeInterval.Duration }
 	}
-	return &Prober{cluster: o.Cluster, client: o.Client, url: o.URL, timeout: o.Timeout, interval: o.Interval, observe: o.Observe, success: o.OnSuccess, now: o.Now}
+	return &Prober{cluster: o.Cluster, client: o.Client, url: o.URL, timeout: o.Timeout, interval: o.Interval, observe: o.Observe, success: o.OnSuccess, clock: o.Clock}
 }
 
 // Last returns the last probe outcome (zero Time if none yet).
@@ -84,7 +86,7 @@ func (p *Prober) Last() hysteresis.Observation {
 // overlap: a slow probe delays the next one.
 func (p *Prober) Run(ctx context.Context) {
 	for {
-		start := time.Now()
+		start := p.clock.Now()
 		obs, ok := p.probe(ctx)
 		if !ok {
 			return
@@ -92,16 +94,16 @@ func (p *Prober) Run(ctx context.Context) {
 		if p.observe != nil {
 			p.observe(p.cluster, obs)
 		}
-		wait := p.interval() - time.Since(start)
+		wait := p.interval() - p.clock.Since(start)
 		if wait <= 0 {
 			continue
 		}
-		t := time.NewTimer(wait)
+		t := p.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -144,7 +146,7 @@ func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
 func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Observation {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
-		return hysteresis.Observation{Time: p.now(), Class: hysteresis.ClassConfig, Detail: fmt.Sprintf("bad probe URL %q: %v", p.url, err)}
+		return hysteresis.Observation{Time: p.clock.Now(), Class: hysteresis.ClassConfig, Detail: fmt.Sprintf("bad probe URL %q: %v", p.url, err)}
 	}
 	req.Header.Set("Accept", "text/plain, */*")
 	resp, err := p.client.Do(req)
@@ -154,13 +156,13 @@ func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Obser
 			class = hysteresis.ClassNetwork
 			err = fmt.Errorf("no answer within %s: %w", timeout, err)
 		}
-		return hysteresis.Observation{Time: p.now(), Class: class, Detail: describe(class, err.Error())}
+		return hysteresis.Observation{Time: p.clock.Now(), Class: class, Detail: describe(class, err.Error())}
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 	_ = resp.Body.Close()
 	class, failed := ClassifyStatus(resp.StatusCode)
 	if !failed {
-		return hysteresis.Observation{Time: p.now(), OK: true}
+		return hysteresis.Observation{Time: p.clock.Now(), OK: true}
 	}
 	text := strings.TrimSpace(string(body))
 	var status metav1.Status
@@ -174,7 +176,7 @@ func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Obser
 	if text != "" {
 		detail += ": " + strings.Join(strings.Fields(text), " ")
 	}
-	return hysteresis.Observation{Time: p.now(), Class: class, Detail: describe(class, detail)}
+	return hysteresis.Observation{Time: p.clock.Now(), Class: class, Detail: describe(class, detail)}
 }
 
 // describe prefixes a failure with what it most likely means.

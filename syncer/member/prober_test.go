@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -221,24 +222,23 @@ func TestProberBypassesBreaker(t *testing.T) {
 	}
 }
 
+// TestProberRun: Run probes at once, then once per interval of its clock
+// (never sooner), stamps outcomes with that clock, and returns when its
+// context ends.
 func TestProberRun(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	got := make(chan hysteresis.Observation, 10)
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	const interval = 10 * time.Second
 	p := NewProber(ProberOptions{
 		Cluster:  "east",
 		Client:   srv.Client(),
 		URL:      srv.URL + "/readyz",
 		Timeout:  time.Second,
-		Interval: func() time.Duration { return 100 * time.Millisecond },
-		Observe: func(c string, o hysteresis.Observation) {
-			select {
-			case got <- o:
-			default:
-			}
-		},
-		Now: func() time.Time { return now },
+		Interval: func() time.Duration { return interval },
+		Observe:  func(c string, o hysteresis.Observation) { got <- o },
+		Clock:    clk,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -246,20 +246,40 @@ func TestProberRun(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		select {
 		case o := <-got:
-			if !o.OK || !o.Time.Equal(now) {
-				t.Errorf("observation %+v", o)
+			if !o.OK || !o.Time.Equal(clk.Now()) {
+				t.Errorf("observation %d: %+v, want OK at %s", i, o, clk.Now())
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no observation")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no observation %d", i)
 		}
+		waitForTimer(t, clk)
+		clk.Step(interval - time.Nanosecond)
+		select {
+		case o := <-got:
+			t.Fatalf("probe %d came before the interval: %+v", i+1, o)
+		case <-time.After(50 * time.Millisecond):
+		}
+		clk.Step(time.Nanosecond)
 	}
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
 	if !p.Last().OK {
 		t.Errorf("Last = %+v", p.Last())
+	}
+}
+
+// waitForTimer waits until a goroutine waits on clk.
+func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run does not wait on its clock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -218,17 +218,15 @@ func recordPods(t *testing.T, c *harness.Cluster, selector string) *podRecorder 
 	}
 	go func() {
 		defer close(r.done)
-		rewatch(ctx, list.ResourceVersion, func(rv string) (watch.Interface, error) {
-			return cs.CoreV1().Pods(appsNS).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
-		}, func(ev watch.Event) string {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				return ""
+		watchFrom(ctx, list.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return cs.CoreV1().Pods(appsNS).Watch(ctx, o)
+		}, func(ev watch.Event) {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				r.mu.Lock()
+				r.seen = append(r.seen, podEvent{time.Now(), ev.Type, p.DeepCopy()})
+				r.mu.Unlock()
 			}
-			r.mu.Lock()
-			r.seen = append(r.seen, podEvent{time.Now(), ev.Type, p.DeepCopy()})
-			r.mu.Unlock()
-			return p.ResourceVersion
 		}, r.fail)
 	}()
 	t.Cleanup(r.stop)

@@ -3,12 +3,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -806,71 +810,67 @@ func scrape(t *testing.T, ls *harness.Leafsync) metricSet {
 		n, _ := io.ReadFull(resp.Body, body)
 		t.Fatalf("scraping leafsync: %s: %s", resp.Status, body[:n])
 	}
-	m, err := parseMetrics(bufio.NewScanner(resp.Body))
+	m, err := parseMetrics(resp.Body)
 	if err != nil {
 		t.Fatalf("scraping leafsync: %v", err)
 	}
 	return m
 }
 
-// parseMetrics reads the Prometheus text format (the subset leafsync
-// writes: no timestamps).
-func parseMetrics(sc *bufio.Scanner) (metricSet, error) {
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	m := metricSet{}
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, rest := line, ""
-		labels := map[string]string{}
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			name = line[:i]
-			j := i + 1
-			for j < len(line) && line[j] != '}' {
-				eq := strings.IndexByte(line[j:], '=')
-				if eq < 0 || j+eq+1 >= len(line) || line[j+eq+1] != '"' {
-					return nil, fmt.Errorf("bad labels in %q", line)
-				}
-				key := strings.TrimSpace(line[j : j+eq])
-				k := j + eq + 2
-				var val strings.Builder
-				for k < len(line) && line[k] != '"' {
-					if line[k] == '\\' && k+1 < len(line) {
-						k++
-						switch line[k] {
-						case 'n':
-							val.WriteByte('\n')
-						default:
-							val.WriteByte(line[k])
-						}
-					} else {
-						val.WriteByte(line[k])
-					}
-					k++
-				}
-				labels[key] = val.String()
-				j = k + 1
-				if j < len(line) && line[j] == ',' {
-					j++
-				}
-			}
-			rest = line[min(j+1, len(line)):]
-		} else if i := strings.IndexByte(line, ' '); i >= 0 {
-			name, rest = line[:i], line[i:]
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("no value in %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("value of %q: %v", line, err)
-		}
-		m[seriesKey(name, labels)] = v
+// parseMetrics reads the Prometheus text format into a metricSet, with a
+// histogram's or summary's series named as in the text (_bucket, _count,
+// _sum).
+func parseMetrics(r io.Reader) (metricSet, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
 	}
-	return m, sc.Err()
+	m := metricSet{}
+	for name, f := range families {
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				m[seriesKey(name, labels)] = s.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				m[seriesKey(name, labels)] = s.GetGauge().GetValue()
+			case dto.MetricType_UNTYPED:
+				m[seriesKey(name, labels)] = s.GetUntyped().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				h := s.GetHistogram()
+				m[seriesKey(name+"_count", labels)] = float64(h.GetSampleCount())
+				m[seriesKey(name+"_sum", labels)] = h.GetSampleSum()
+				for _, b := range h.GetBucket() {
+					m[seriesKey(name+"_bucket", withLabel(labels, "le", formatBound(b.GetUpperBound())))] = float64(b.GetCumulativeCount())
+				}
+				m[seriesKey(name+"_bucket", withLabel(labels, "le", "+Inf"))] = float64(h.GetSampleCount())
+			case dto.MetricType_SUMMARY:
+				sm := s.GetSummary()
+				m[seriesKey(name+"_count", labels)] = float64(sm.GetSampleCount())
+				m[seriesKey(name+"_sum", labels)] = sm.GetSampleSum()
+			}
+		}
+	}
+	return m, nil
+}
+
+// withLabel returns a copy of labels with k=v added.
+func withLabel(labels map[string]string, k, v string) map[string]string {
+	out := maps.Clone(labels)
+	out[k] = v
+	return out
+}
+
+// formatBound writes a bucket bound as the text format does (le="0.5").
+func formatBound(f float64) string {
+	if math.IsInf(f, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func seriesKey(name string, labels map[string]string) string {

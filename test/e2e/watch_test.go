@@ -10,10 +10,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/leafsync/leafsync/test/harness"
 )
@@ -54,50 +57,50 @@ func recordNode(t *testing.T, cluster *harness.Cluster, name string) *nodeRecord
 	}
 	go func() {
 		defer close(r.done)
-		rewatch(ctx, list.ResourceVersion, func(rv string) (watch.Interface, error) {
-			return c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
-		}, func(ev watch.Event) string {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				return ""
-			}
-			if ev.Type != watch.Deleted {
+		watchFrom(ctx, list.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.CoreV1().Nodes().Watch(ctx, o)
+		}, func(ev watch.Event) {
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted {
 				r.add(n)
 			}
-			return n.ResourceVersion
 		}, r.fail)
 	}()
 	t.Cleanup(r.stop)
 	return r
 }
 
-// rewatch runs a watch from resource version rv until ctx ends. A watch
-// ends at the client's request timeout or the server's; rewatch starts
-// again from the last version seen, so that no event is missed. handle
-// returns the resource version of the event's object ("" if none); fail
-// gets every error that is not caused by ctx ending.
-func rewatch(ctx context.Context, rv string, start func(rv string) (watch.Interface, error), handle func(watch.Event) string, fail func(error)) {
-	for ctx.Err() == nil {
-		w, err := start(rv)
-		if err != nil {
-			if ctx.Err() == nil {
-				fail(err)
-			}
+// watchFrom delivers every event after resource version rv to handle
+// until ctx ends, through client-go's RetryWatcher: it starts the watch
+// again from the last version seen when a watch ends (the client's or the
+// server's timeout), so that no event is missed. fail gets the error that
+// ends it early (e.g. the version expired), not the end of ctx.
+func watchFrom(ctx context.Context, rv string, watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), handle func(watch.Event), fail func(error)) {
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
 				if ctx.Err() == nil {
-					fail(fmt.Errorf("watch error: %v", ev.Object))
+					fail(fmt.Errorf("watch from %s ended early", rv))
 				}
-				w.Stop()
 				return
 			}
-			if v := handle(ev); v != "" {
-				rv = v
+			if ev.Type == watch.Error {
+				if ctx.Err() == nil {
+					fail(fmt.Errorf("watch error: %v", apierrors.FromObject(ev.Object)))
+				}
+				return
 			}
+			handle(ev)
 		}
-		w.Stop()
 	}
 }
 
