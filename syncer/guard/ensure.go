@@ -17,48 +17,15 @@ import (
 // means leafsync lacks the rights: the caller says so, and runs unguarded.
 func Ensure(ctx context.Context, c kubernetes.Interface, identities []string, namespace string) ([]string, error) {
 	api := c.AdmissionregistrationV1()
-	var done []string
-	p, err := ensure(ctx, Policy(identities),
-		func(ctx context.Context) (*admissionv1.ValidatingAdmissionPolicy, error) {
-			return api.ValidatingAdmissionPolicies().Get(ctx, Name, metav1.GetOptions{})
-		},
-		func(ctx context.Context, o *admissionv1.ValidatingAdmissionPolicy) error {
-			_, err := api.ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
-			return err
-		},
-		func(ctx context.Context, o *admissionv1.ValidatingAdmissionPolicy) error {
-			_, err := api.ValidatingAdmissionPolicies().Update(ctx, o, metav1.UpdateOptions{})
-			return err
-		},
-		func(cur, want *admissionv1.ValidatingAdmissionPolicy) bool {
-			if equality.Semantic.DeepDerivative(want.Spec, cur.Spec) {
-				return false
-			}
-			cur.Spec = want.Spec
-			return true
-		})
+	p, err := ensure(ctx, api.ValidatingAdmissionPolicies(), Policy(identities),
+		func(o *admissionv1.ValidatingAdmissionPolicy) *admissionv1.ValidatingAdmissionPolicySpec { return &o.Spec })
 	if err != nil {
-		return done, fmt.Errorf("ValidatingAdmissionPolicy %s: %w", Name, err)
+		return nil, fmt.Errorf("ValidatingAdmissionPolicy %s: %w", Name, err)
 	}
-	done = append(done, "policy "+p)
-	b, err := ensure(ctx, Binding(namespace),
-		func(ctx context.Context) (*admissionv1.ValidatingAdmissionPolicyBinding, error) {
-			return api.ValidatingAdmissionPolicyBindings().Get(ctx, Name, metav1.GetOptions{})
-		},
-		func(ctx context.Context, o *admissionv1.ValidatingAdmissionPolicyBinding) error {
-			_, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
-			return err
-		},
-		func(ctx context.Context, o *admissionv1.ValidatingAdmissionPolicyBinding) error {
-			_, err := api.ValidatingAdmissionPolicyBindings().Update(ctx, o, metav1.UpdateOptions{})
-			return err
-		},
-		func(cur, want *admissionv1.ValidatingAdmissionPolicyBinding) bool {
-			if equality.Semantic.DeepDerivative(want.Spec, cur.Spec) {
-				return false
-			}
-			cur.Spec = want.Spec
-			return true
+	done := []string{"policy " + p}
+	b, err := ensure(ctx, api.ValidatingAdmissionPolicyBindings(), Binding(namespace),
+		func(o *admissionv1.ValidatingAdmissionPolicyBinding) *admissionv1.ValidatingAdmissionPolicyBindingSpec {
+			return &o.Spec
 		})
 	if err != nil {
 		return done, fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", Name, err)
@@ -66,26 +33,35 @@ func Ensure(ctx context.Context, c kubernetes.Interface, identities []string, na
 	return append(done, "binding "+b), nil
 }
 
-// ensure is get, then create or (if differs updates cur) update.
-func ensure[T any](ctx context.Context, want *T,
-	get func(context.Context) (*T, error),
-	create, update func(context.Context, *T) error,
-	differs func(cur, want *T) bool,
-) (string, error) {
-	cur, err := get(ctx)
+// objects is what ensure needs of a typed client of cluster-scoped objects.
+type objects[T any] interface {
+	Get(ctx context.Context, name string, o metav1.GetOptions) (*T, error)
+	Create(ctx context.Context, obj *T, o metav1.CreateOptions) (*T, error)
+	Update(ctx context.Context, obj *T, o metav1.UpdateOptions) (*T, error)
+}
+
+// ensure gets want's object by name, then creates it, or updates the
+// current one with want's spec when that differs (fields the server
+// defaults do not count as a difference).
+func ensure[T any, S any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, c objects[T], want PT, spec func(*T) *S) (string, error) {
+	cur, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := create(ctx, want); err != nil {
+		if _, err := c.Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			return "", err
 		}
 		return "created", nil
 	case err != nil:
 		return "", err
 	}
-	if !differs(cur, want) {
+	if equality.Semantic.DeepDerivative(*spec(want), *spec(cur)) {
 		return "unchanged", nil
 	}
-	if err := update(ctx, cur); err != nil {
+	*spec(cur) = *spec(want)
+	if _, err := c.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		return "", err
 	}
 	return "updated", nil

@@ -2,10 +2,10 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
+
 	"fmt"
 	"net/http"
-	"net/url"
+
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 )
 
 // Prometheus is a real Prometheus server (Debian's package) scraping
@@ -102,56 +103,41 @@ scrape_configs:
 	return p
 }
 
-// QueryResult is an instant query's answer.
-type QueryResult struct {
-	Status    string `json:"status"`
-	ErrorType string `json:"errorType"`
-	Error     string `json:"error"`
-	Data      struct {
-		ResultType string `json:"resultType"`
-		Result     []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
-		} `json:"result"`
-	} `json:"data"`
+// Query runs an instant PromQL query through the HTTP API (client_golang)
+// and returns its samples. An expression that does not parse or evaluate
+// comes back as a *promv1.Error that names the reason.
+func (p *Prometheus) Query(ctx context.Context, expr string) (model.Vector, error) {
+	api, err := p.api()
+	if err != nil {
+		return nil, err
+	}
+	v, _, _, err := api.Query(ctx, expr, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("%q is a %s, not an instant vector", expr, v.Type())
+	}
+	return vec, nil
 }
 
-// Query runs an instant PromQL query through the HTTP API. A query that
-// does not parse comes back with Status "error" and the reason.
-func (p *Prometheus) Query(ctx context.Context, expr string) (QueryResult, error) {
-	var r QueryResult
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+func (p *Prometheus) api() (promv1.API, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: p.URL})
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("decoding answer to %q (%s): %w", expr, resp.Status, err)
-	}
-	return r, nil
-}
-
-// Value is the first sample's value of an instant query, as a string.
-func (r QueryResult) Value() (string, bool) {
-	if len(r.Data.Result) == 0 {
-		return "", false
-	}
-	v, ok := r.Data.Result[0].Value[1].(string)
-	return v, ok
+	return promv1.NewAPI(c), nil
 }
 
 // AlertingRules are the alerting rules Prometheus has loaded, by name, with
 // their health and last evaluation (the rules API, through client_golang).
 func (p *Prometheus) AlertingRules(ctx context.Context) (map[string]promv1.AlertingRule, error) {
-	c, err := promapi.NewClient(promapi.Config{Address: p.URL})
+	api, err := p.api()
 	if err != nil {
 		return nil, err
 	}
-	res, err := promv1.NewAPI(c).Rules(ctx, nil)
+	res, err := api.Rules(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
