@@ -18,7 +18,9 @@ import (
 func Ensure(ctx context.Context, c kubernetes.Interface, identities []string, namespace string) ([]string, error) {
 	api := c.AdmissionregistrationV1()
 	p, err := ensure(ctx, api.ValidatingAdmissionPolicies(), Policy(identities),
-		func(o *admissionv1.ValidatingAdmissionPolicy) *admissionv1.ValidatingAdmissionPolicySpec { return &o.Spec })
+		func(o *admissionv1.ValidatingAdmissionPolicy) *admissionv1.ValidatingAdmissionPolicySpec {
+			return &o.Spec
+		})
 	if err != nil {
 		return nil, fmt.Errorf("ValidatingAdmissionPolicy %s: %w", Name, err)
 	}
