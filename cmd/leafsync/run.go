@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"time"
 
@@ -24,21 +25,53 @@ import (
 	"github.com/leafsync/leafsync/syncer/config"
 )
 
-// runOptions are the flags of `leafsync run`. Flags that are set override the
-// config file; flags that are not set leave the file (or default) value alone.
+// runOptions are the flags of `leafsync run`.
 type runOptions struct {
-	kubeconfig             string
-	configFile             string
-	namespace              string
-	metricsBindAddress     string
-	healthProbeBindAddress string
-	leaderElect            bool
-	logLevel               string
+	kubeconfig string
+	configFile string
+	// flags holds the values of configFlags (config.Default() until set).
+	flags config.Config
+}
+
+// configFlag is a flag that sets one field of the config. A flag that is
+// set overrides the config file; one that is not leaves the file's (or the
+// default) value alone.
+type configFlag struct {
+	name, usage string
+	// field returns a pointer to the field in c.
+	field func(c *config.Config) any
+}
+
+// configFlags is the one table of the flags that set config fields.
+var configFlags = []configFlag{
+	{"namespace", "namespace holding registration Secrets and leafsync's own objects",
+		func(c *config.Config) any { return &c.Namespace }},
+	{"metrics-bind-address", "address of the /metrics endpoint, \"0\" to disable",
+		func(c *config.Config) any { return &c.MetricsBindAddress }},
+	{"health-probe-bind-address", "address of /healthz and /readyz, \"0\" to disable",
+		func(c *config.Config) any { return &c.HealthProbeBindAddress }},
+	{"leader-elect", "elect a leader so that only one replica acts",
+		func(c *config.Config) any { return &c.LeaderElection.Enabled }},
+	{"log-level", fmt.Sprintf("log level, one of %v", config.LogLevels),
+		func(c *config.Config) any { return &c.LogLevel }},
+	{"allow-exec-auth", "accept member kubeconfigs whose user runs an exec credential plugin or auth-provider (runs commands inside leafsync's pod)",
+		func(c *config.Config) any { return &c.Members.AllowExecAuth }},
+	{"allow-file-references", "accept member kubeconfigs that reference files (certificate-authority, client-certificate, client-key, tokenFile) inside leafsync's pod",
+		func(c *config.Config) any { return &c.Members.AllowFileReferences }},
+	{"member-timeout", "timeout of each member API request that is not a watch",
+		func(c *config.Config) any { return &c.Members.Timeout.Duration }},
+	{"member-qps", "request rate limit per member (queries per second)",
+		func(c *config.Config) any { return &c.Members.QPS }},
+	{"member-burst", "request burst per member",
+		func(c *config.Config) any { return &c.Members.Burst }},
+	{"store-backend", fmt.Sprintf("where state that must survive restarts is kept, one of %v: kube (ConfigMaps in --namespace of the host), etcd (see --etcd-endpoints) or memory (lost on restart)", config.StoreBackends),
+		func(c *config.Config) any { return &c.Store.Backend }},
+	{"etcd-endpoints", "etcd client URLs for --store-backend=etcd (comma-separated, e.g. https://etcd-0:2379); TLS and auth in the config file's store.etcd",
+		func(c *config.Config) any { return &c.Store.Etcd.Endpoints }},
 }
 
 func newRunCommand() *cobra.Command {
-	opts := runOptions{}
-	defaults := config.Default()
+	opts := runOptions{flags: config.Default()}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the leafsync cluster-manager against a host cluster",
@@ -51,22 +84,32 @@ func newRunCommand() *cobra.Command {
 			return run(cmd, opts.kubeconfig, cfg)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "path to the host cluster's kubeconfig; in-cluster config when empty")
-	f.StringVar(&opts.configFile, "config", "", "YAML file with every tunable (see docs/configuration.md); flags override it")
-	f.StringVar(&opts.namespace, "namespace", defaults.Namespace, "namespace holding registration Secrets and leafsync's own objects")
-	f.StringVar(&opts.metricsBindAddress, "metrics-bind-address", defaults.MetricsBindAddress, "address of the /metrics endpoint, \"0\" to disable")
-	f.StringVar(&opts.healthProbeBindAddress, "health-probe-bind-address", defaults.HealthProbeBindAddress, "address of /healthz and /readyz, \"0\" to disable")
-	f.BoolVar(&opts.leaderElect, "leader-elect", defaults.LeaderElection.Enabled, "elect a leader so that only one replica acts")
-	f.StringVar(&opts.logLevel, "log-level", defaults.LogLevel, fmt.Sprintf("log level, one of %v", config.LogLevels))
-	f.Bool("allow-exec-auth", defaults.Members.AllowExecAuth, "accept member kubeconfigs whose user runs an exec credential plugin or auth-provider (runs commands inside leafsync's pod)")
-	f.Bool("allow-file-references", defaults.Members.AllowFileReferences, "accept member kubeconfigs that reference files (certificate-authority, client-certificate, client-key, tokenFile) inside leafsync's pod")
-	f.Duration("member-timeout", defaults.Members.Timeout.Duration, "timeout of each member API request that is not a watch")
-	f.Float32("member-qps", defaults.Members.QPS, "request rate limit per member (queries per second)")
-	f.Int("member-burst", defaults.Members.Burst, "request burst per member")
-	f.String("store-backend", defaults.Store.Backend, fmt.Sprintf("where state that must survive restarts is kept, one of %v: kube (ConfigMaps in --namespace of the host), etcd (see --etcd-endpoints) or memory (lost on restart)", config.StoreBackends))
-	f.StringSlice("etcd-endpoints", nil, "etcd client URLs for --store-backend=etcd (comma-separated, e.g. https://etcd-0:2379); TLS and auth in the config file's store.etcd")
+	opts.bind(cmd.Flags())
 	return cmd
+}
+
+// bind defines the flags of `leafsync run` on f, with their values in o.
+func (o *runOptions) bind(f *pflag.FlagSet) {
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the host cluster's kubeconfig; in-cluster config when empty")
+	f.StringVar(&o.configFile, "config", "", "YAML file with every tunable (see docs/configuration.md); flags override it")
+	for _, cf := range configFlags {
+		switch p := cf.field(&o.flags).(type) {
+		case *string:
+			f.StringVar(p, cf.name, *p, cf.usage)
+		case *bool:
+			f.BoolVar(p, cf.name, *p, cf.usage)
+		case *int:
+			f.IntVar(p, cf.name, *p, cf.usage)
+		case *float32:
+			f.Float32Var(p, cf.name, *p, cf.usage)
+		case *time.Duration:
+			f.DurationVar(p, cf.name, *p, cf.usage)
+		case *[]string:
+			f.StringSliceVar(p, cf.name, *p, cf.usage)
+		default:
+			panic(fmt.Sprintf("flag --%s: no flag type for %T", cf.name, p))
+		}
+	}
 }
 
 // resolve builds the effective configuration: defaults, then the file, then
@@ -79,41 +122,11 @@ func (o runOptions) resolve(flags *pflag.FlagSet) (config.Config, error) {
 			return cfg, err
 		}
 	}
-	if flags.Changed("namespace") {
-		cfg.Namespace = o.namespace
-	}
-	if flags.Changed("metrics-bind-address") {
-		cfg.MetricsBindAddress = o.metricsBindAddress
-	}
-	if flags.Changed("health-probe-bind-address") {
-		cfg.HealthProbeBindAddress = o.healthProbeBindAddress
-	}
-	if flags.Changed("leader-elect") {
-		cfg.LeaderElection.Enabled = o.leaderElect
-	}
-	if flags.Changed("log-level") {
-		cfg.LogLevel = o.logLevel
-	}
-	if flags.Changed("allow-exec-auth") {
-		cfg.Members.AllowExecAuth, _ = flags.GetBool("allow-exec-auth")
-	}
-	if flags.Changed("allow-file-references") {
-		cfg.Members.AllowFileReferences, _ = flags.GetBool("allow-file-references")
-	}
-	if flags.Changed("member-timeout") {
-		cfg.Members.Timeout.Duration, _ = flags.GetDuration("member-timeout")
-	}
-	if flags.Changed("member-qps") {
-		cfg.Members.QPS, _ = flags.GetFloat32("member-qps")
-	}
-	if flags.Changed("member-burst") {
-		cfg.Members.Burst, _ = flags.GetInt("member-burst")
-	}
-	if flags.Changed("store-backend") {
-		cfg.Store.Backend, _ = flags.GetString("store-backend")
-	}
-	if flags.Changed("etcd-endpoints") {
-		cfg.Store.Etcd.Endpoints, _ = flags.GetStringSlice("etcd-endpoints")
+	for _, cf := range configFlags {
+		if flags.Changed(cf.name) {
+			// Both pointers come from the same field function.
+			reflect.ValueOf(cf.field(&cfg)).Elem().Set(reflect.ValueOf(cf.field(&o.flags)).Elem())
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration:\n%w", err)

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/leafsync/leafsync/syncer/config"
 )
 
 // TestRunRejectsBadConfig: invalid flags or config fail with a message
@@ -48,5 +54,36 @@ func TestRunRejectsBadConfig(t *testing.T) {
 				t.Fatalf("leafsync run %v: %q does not name %q", tc.args, msg, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunFlagsOverrideTheFile: a flag that is set wins over the config
+// file; a flag that is not leaves the file's value alone.
+func TestRunFlagsOverrideTheFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "leafsync.yaml")
+	if err := os.WriteFile(p, []byte("namespace: from-file\nmembers:\n  qps: 7\n  burst: 8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := runOptions{flags: config.Default()}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	opts.bind(fs)
+	args := []string{"--config=" + p, "--member-burst=9", "--etcd-endpoints=https://a:2379,https://b:2379", "--store-backend=etcd", "--member-timeout=12s", "--leader-elect=false"}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := opts.resolve(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Default()
+	want.Namespace = "from-file"
+	want.Members.QPS = 7
+	want.Members.Burst = 9
+	want.Members.Timeout.Duration = 12 * time.Second
+	want.Store.Backend = "etcd"
+	want.Store.Etcd.Endpoints = []string{"https://a:2379", "https://b:2379"}
+	want.LeaderElection.Enabled = false
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("leafsync run %v:\n got %+v\nwant %+v", args, cfg, want)
 	}
 }
