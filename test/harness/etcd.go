@@ -2,7 +2,6 @@ package harness
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,17 +100,7 @@ func (m *etcdMember) start() error {
 }
 
 func (m *etcdMember) waitHealthy(timeout time.Duration) error {
-	return m.proc.waitFor(timeout, "healthy", func() error {
-		resp, err := http.Get(m.clientURL + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/health returned %s", resp.Status)
-		}
-		return nil
-	})
+	return m.proc.waitFor(timeout, "healthy", func() error { return httpOK(m.clientURL + "/health") })
 }
 
 // Endpoints are the client URLs of all members.

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -67,18 +66,7 @@ func StartLeafsync(t TB, name string, hostKubeconfig []byte, args ...string) *Le
 func (l *Leafsync) Pid() int { return l.proc.cmd.Process.Pid }
 
 // Ready returns nil when /readyz answers 200.
-func (l *Leafsync) Ready() error {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + l.HealthAddr + "/readyz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/readyz: %s", resp.Status)
-	}
-	return nil
-}
+func (l *Leafsync) Ready() error { return httpOK("http://" + l.HealthAddr + "/readyz") }
 
 // Terminate sends SIGTERM and waits up to timeout for leafsync to exit. It
 // returns the exit error (nil for exit status 0).

@@ -3,6 +3,7 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,3 +143,18 @@ func (p *Process) Exited() (bool, error) { return p.p.Exited() }
 
 // LogPath is the file the process logs to.
 func (p *Process) LogPath() string { return p.p.logPath }
+
+// httpOK returns nil when a GET of url answers 200 within a second: the
+// health check of the processes the harness starts.
+func httpOK(url string) error {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"fmt"
-	"net/http"
 
 	"os"
 	"os/exec"
@@ -87,17 +86,7 @@ scrape_configs:
 		t.Fatalf("harness: %v", err)
 	}
 	t.Cleanup(func() { p.proc.Stop(5 * time.Second) })
-	if err := p.proc.waitFor(60*time.Second, "ready", func() error {
-		resp, err := http.Get(p.URL + "/-/ready")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/-/ready: %s", resp.Status)
-		}
-		return nil
-	}); err != nil {
+	if err := p.proc.waitFor(60*time.Second, "ready", func() error { return httpOK(p.URL + "/-/ready") }); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 	return p
