@@ -106,7 +106,11 @@ func TestHelmChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	helm(t, "install", "leafsync", chartDir, "-n", leafsyncNamespace, "--kubeconfig", hostKC, "--wait=false")
+	out := helm(t, "install", "leafsync", chartDir, "-n", leafsyncNamespace, "--kubeconfig", hostKC, "--wait=false")
+	// The release notes tell how to register a member, in this namespace.
+	if want := "--namespace " + leafsyncNamespace + " --cluster <name>"; !strings.Contains(out, want) {
+		t.Errorf("helm install's notes lack %q:\n%s", want, out)
+	}
 	hc := f.host.Client()
 	dep, err := hc.AppsV1().Deployments(leafsyncNamespace).Get(ctx, "leafsync", metav1.GetOptions{})
 	if err != nil {
