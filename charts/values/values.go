@@ -30,7 +30,7 @@ type Values struct {
 	NameOverride string `json:"nameOverride"`
 	// FullnameOverride replaces the whole name of the chart's objects.
 	FullnameOverride string `json:"fullnameOverride"`
-	Image            Image `json:"image"`
+	Image            Image  `json:"image"`
 	// ImagePullSecrets are references ({name: …}) to Secrets of the release namespace.
 	ImagePullSecrets []Object `json:"imagePullSecrets"`
 	// ReplicaCount is the number of leafsync pods; one leads (leader election is always on).
@@ -44,7 +44,7 @@ type Values struct {
 	// ExtraVolumes are added to the pod (e.g. etcd client certificates).
 	ExtraVolumes []Object `json:"extraVolumes"`
 	// ExtraVolumeMounts are added to leafsync's container.
-	ExtraVolumeMounts []Object `json:"extraVolumeMounts"`
+	ExtraVolumeMounts []Object          `json:"extraVolumeMounts"`
 	HeartbeatPriority HeartbeatPriority `json:"heartbeatPriority"`
 	PodSync           PodSync           `json:"podSync"`
 	ServiceAccount    ServiceAccount    `json:"serviceAccount"`
