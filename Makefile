@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build tools prometheus test unit e2e e2e-compare bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
+.PHONY: help build image tools prometheus test unit e2e e2e-compare bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -18,6 +18,14 @@ help: ## list targets
 build: ## build bin/leafsync (and bin/kubectl-leafsync, the kubectl plugin name)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/leafsync ./cmd/leafsync
 	ln -sf leafsync $(BIN)/kubectl-leafsync
+
+# The image: the static binary on an empty base, written without a Docker
+# engine by build/image (its own Go module, go-containerregistry).
+GOARCH ?= $(shell $(GO) env GOARCH)
+image: ## leafsync's OCI image without Docker or a base image: bin/leafsync-image.tar (GOARCH=arm64 for arm)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/leafsync-linux-$(GOARCH) ./cmd/leafsync
+	cd build/image && $(GO) run . -binary $(BIN)/leafsync-linux-$(GOARCH) -out $(BIN)/leafsync-image.tar \
+	  -arch $(GOARCH) -version $(VERSION) -commit $(COMMIT) -ref ghcr.io/leafsync/leafsync:$(VERSION)
 
 tools: ## build the control-plane binaries tests run (from source, cached in bin/)
 	test/tools/build.sh
@@ -29,6 +37,7 @@ unit: ## unit tests (fast, no control plane)
 	cd test/flapbench && $(GO) test -count=1 ./...
 	cd test/flapbench/vkbaseline && $(GO) test -count=1 ./...
 	cd test/scalebench && $(GO) test -count=1 ./...
+	cd build/image && $(GO) test -count=1 ./...
 
 prometheus: ## Prometheus and promtool (Debian's package), for the metrics and alert tests
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
@@ -66,7 +75,7 @@ bench-scale-smoke: tools build ## the scale benchmark with 2 and 4 small registr
 	cd test/scalebench && SCALEBENCH=smoke SCALEBENCH_OUT=$(CURDIR)/_output/scalebench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestScaleBench .
 
 # Go modules besides the root one, linted and unit-tested like it.
-NESTED_MODULES := test/flapbench test/flapbench/vkbaseline test/scalebench
+NESTED_MODULES := test/flapbench test/flapbench/vkbaseline test/scalebench build/image
 
 staticcheck: ## build bin/staticcheck (pinned in test/tools/staticcheck/go.mod)
 	cd test/tools/staticcheck && $(GO) build -o $(BIN)/staticcheck honnef.co/go/tools/cmd/staticcheck
