@@ -1,7 +1,9 @@
 // Package metrics defines every Prometheus metric leafsync exports, on the
 // controller-runtime metrics endpoint. Each metric is declared once, in
 // Specs; docs/metrics.md is generated from Specs (go test ./syncer/metrics
-// -update), and a test fails when the doc is stale.
+// -update), and a test fails when the doc is stale. The Grafana dashboard,
+// charts/leafsync/files/dashboard.json, is generated from Specs the same
+// way by package dashboard (go test ./syncer/metrics/dashboard -update).
 //
 // Label cardinality is bounded: labels are cluster names, states, classes,
 // causes and outcomes — never pod names.
