@@ -279,7 +279,7 @@ func parseProbe(line []byte) (simProbe, error) {
 }
 
 func simulate(fc hysteresis.FleetConfig, probes []simProbe, out *simOutput) error {
-	fleet, err := hysteresis.NewFleet(fc)
+	fleet, err := hysteresis.NewRawFleet(fc)
 	if err != nil {
 		return err
 	}
