@@ -2,6 +2,7 @@ package registration
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,25 +39,15 @@ const (
 	AnnotationStatusTime = "leafsync.io/status-time"
 )
 
-// ThresholdAnnotations maps each hysteresis threshold annotation (kebab
-// case, without prefix) to the lowerCamel name hysteresis.ParseOverrides
-// understands.
-var ThresholdAnnotations = map[string]string{
-	"probe-interval":        "probeInterval",
-	"cordon-after":          "cordonAfter",
-	"not-ready-after":       "notReadyAfter",
-	"ready-after":           "readyAfter",
-	"window":                "window",
-	"min-availability":      "minAvailability",
-	"penalty-per-flap":      "penaltyPerFlap",
-	"half-life":             "halfLife",
-	"suppress":              "suppress",
-	"reuse":                 "reuse",
-	"max-penalty":           "maxPenalty",
-	"mass-fraction":         "massFraction",
-	"mass-min":              "massMin",
-	"mass-hold-max":         "massHoldMax",
-	"mass-release-interval": "massReleaseInterval",
+// threshold returns the hysteresis threshold an annotation overrides: the
+// annotation is leafsync.io/ and the threshold's Flag.
+func threshold(key string) (hysteresis.Threshold, bool) {
+	flag, ok := strings.CutPrefix(key, AnnotationPrefix)
+	i := slices.IndexFunc(hysteresis.Thresholds, func(t hysteresis.Threshold) bool { return t.Flag == flag })
+	if !ok || i < 0 {
+		return hysteresis.Threshold{}, false
+	}
+	return hysteresis.Thresholds[i], true
 }
 
 // Annotation describes an option annotation that another component owns
@@ -108,7 +99,7 @@ func UnknownAnnotations(annotations map[string]string) []string {
 		case AnnotationLeafName, AnnotationAllowInsecureTLS, AnnotationContext:
 			continue
 		}
-		if _, ok := ThresholdAnnotations[strings.TrimPrefix(k, AnnotationPrefix)]; ok {
+		if _, ok := threshold(k); ok {
 			continue
 		}
 		if _, ok := extraAnnotations[k]; ok {
@@ -151,17 +142,16 @@ func parseAnnotations(annotations map[string]string, spec *Spec) error {
 	}
 
 	raw := map[string]string{}
-	for _, kebab := range sortedKeys(ThresholdAnnotations) {
-		key := AnnotationPrefix + kebab
-		v, ok := spec.Annotations[key]
+	for _, key := range sortedKeys(spec.Annotations) {
+		t, ok := threshold(key)
 		if !ok {
 			continue
 		}
-		camel := ThresholdAnnotations[kebab]
-		if _, err := hysteresis.ParseOverrides(map[string]string{camel: v}); err != nil {
+		v := spec.Annotations[key]
+		if _, err := hysteresis.ParseOverrides(map[string]string{t.Name: v}); err != nil {
 			return errorf(ReasonInvalidAnnotation, "%s=%q: %v; fix the value (see docs/annotations.md) or remove the annotation to use the fleet default", key, v, err)
 		}
-		raw[camel] = v
+		raw[t.Name] = v
 	}
 	overrides, err := hysteresis.ParseOverrides(raw)
 	if err != nil {

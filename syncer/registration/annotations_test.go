@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -42,26 +41,6 @@ func TestAnnotations(t *testing.T) {
 	}
 	if got := UnknownAnnotations(s.Annotations); !reflect.DeepEqual(got, []string{"leafsync.io/not-ready-afterr"}) {
 		t.Errorf("unknown = %v", got)
-	}
-}
-
-func TestThresholdAnnotationsAreKebabOfCamel(t *testing.T) {
-	for kebab, camel := range ThresholdAnnotations {
-		var b strings.Builder
-		for _, r := range camel {
-			if unicode.IsUpper(r) {
-				b.WriteByte('-')
-				r = unicode.ToLower(r)
-			}
-			b.WriteRune(r)
-		}
-		if b.String() != kebab {
-			t.Errorf("%s maps to %s, want %s", kebab, camel, b.String())
-		}
-		// Every threshold name is understood by the engine.
-		if _, err := hysteresis.ParseOverrides(map[string]string{camel: "not-a-value"}); err == nil {
-			t.Errorf("hysteresis.ParseOverrides accepted garbage for %s; is the key known?", camel)
-		}
 	}
 }
 
