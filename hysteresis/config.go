@@ -42,10 +42,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Config holds every threshold of the engine for one cluster. The JSON field
-// names are the names used everywhere (config file, Secret annotations mapped
-// by registration, snapshot, docs). See the package documentation for what
-// each threshold means and why the defaults are what they are.
+// Config holds every threshold of the engine for one cluster; Thresholds
+// lists them. The JSON field names are the names used everywhere (config
+// file, Secret annotations mapped by registration, snapshot, docs). See the
+// package documentation for what each threshold means and why the defaults
+// are what they are.
 type Config struct {
 	// ProbeInterval is how often the member is probed. Each observation adds
 	// at most 1.5×ProbeInterval of evidence, so a pause of leafsync is not
