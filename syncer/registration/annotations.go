@@ -105,8 +105,11 @@ const (
 // annotation is leafsync.io/ and the threshold's Flag.
 func threshold(key string) (hysteresis.Threshold, bool) {
 	flag, ok := strings.CutPrefix(key, AnnotationPrefix)
+	if !ok {
+		return hysteresis.Threshold{}, false
+	}
 	i := slices.IndexFunc(hysteresis.Thresholds, func(t hysteresis.Threshold) bool { return t.Flag == flag })
-	if !ok || i < 0 {
+	if i < 0 {
 		return hysteresis.Threshold{}, false
 	}
 	return hysteresis.Thresholds[i], true
