@@ -9,10 +9,10 @@ import (
 // benchFleet returns a fleet of n clusters after 200 probe rounds in which
 // the first `failing` clusters failed with class and the others succeeded,
 // so every cluster is in its steady state.
-func benchFleet(tb testing.TB, n, failing int, class Class) (*Fleet, []string) {
+func benchFleet(tb testing.TB, n, failing int, class Class) (*RawFleet, []string) {
 	fc := DefaultFleetConfig()
 	fc.MassHoldMax = D(24 * time.Hour) // held for the whole benchmark
-	f, err := NewFleet(fc)
+	f, err := NewRawFleet(fc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -41,10 +42,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Config holds every threshold of the engine for one cluster. The JSON field
-// names are the names used everywhere (config file, Secret annotations mapped
-// by registration, snapshot, docs). See the package documentation for what
-// each threshold means and why the defaults are what they are.
+// Config holds every threshold of the engine for one cluster; Thresholds
+// lists them. The JSON field names are the names used everywhere (config
+// file, Secret annotations mapped by registration, snapshot, docs). See the
+// package documentation for what each threshold means and why the defaults
+// are what they are.
 type Config struct {
 	// ProbeInterval is how often the member is probed. Each observation adds
 	// at most 1.5×ProbeInterval of evidence, so a pause of leafsync is not
@@ -206,97 +208,142 @@ type Overrides struct {
 
 // Apply returns c with every non-nil field of o replacing c's value.
 func (o Overrides) Apply(c Config) Config {
-	setD := func(dst *Duration, src *Duration) {
-		if src != nil {
-			*dst = *src
-		}
+	for _, t := range Thresholds {
+		t.field.apply(&c, o)
 	}
-	setF := func(dst *float64, src *float64) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	setD(&c.ProbeInterval, o.ProbeInterval)
-	setD(&c.CordonAfter, o.CordonAfter)
-	setD(&c.NotReadyAfter, o.NotReadyAfter)
-	setD(&c.ReadyAfter, o.ReadyAfter)
-	setD(&c.Window, o.Window)
-	setF(&c.MinAvailability, o.MinAvailability)
-	setF(&c.PenaltyPerFlap, o.PenaltyPerFlap)
-	setD(&c.HalfLife, o.HalfLife)
-	setF(&c.Suppress, o.Suppress)
-	setF(&c.Reuse, o.Reuse)
-	setF(&c.MaxPenalty, o.MaxPenalty)
-	setF(&c.MassFraction, o.MassFraction)
-	if o.MassMin != nil {
-		c.MassMin = *o.MassMin
-	}
-	setD(&c.MassHoldMax, o.MassHoldMax)
-	setD(&c.MassReleaseInterval, o.MassReleaseInterval)
 	return c
 }
 
 // Merge returns o with every non-nil field of over replacing o's value
 // (over wins), e.g. Secret annotations over the config file's cluster entry.
 func (o Overrides) Merge(over Overrides) Overrides {
-	if over.ProbeInterval != nil {
-		o.ProbeInterval = over.ProbeInterval
-	}
-	if over.CordonAfter != nil {
-		o.CordonAfter = over.CordonAfter
-	}
-	if over.NotReadyAfter != nil {
-		o.NotReadyAfter = over.NotReadyAfter
-	}
-	if over.ReadyAfter != nil {
-		o.ReadyAfter = over.ReadyAfter
-	}
-	if over.Window != nil {
-		o.Window = over.Window
-	}
-	if over.MinAvailability != nil {
-		o.MinAvailability = over.MinAvailability
-	}
-	if over.PenaltyPerFlap != nil {
-		o.PenaltyPerFlap = over.PenaltyPerFlap
-	}
-	if over.HalfLife != nil {
-		o.HalfLife = over.HalfLife
-	}
-	if over.Suppress != nil {
-		o.Suppress = over.Suppress
-	}
-	if over.Reuse != nil {
-		o.Reuse = over.Reuse
-	}
-	if over.MaxPenalty != nil {
-		o.MaxPenalty = over.MaxPenalty
-	}
-	if over.MassFraction != nil {
-		o.MassFraction = over.MassFraction
-	}
-	if over.MassMin != nil {
-		o.MassMin = over.MassMin
-	}
-	if over.MassHoldMax != nil {
-		o.MassHoldMax = over.MassHoldMax
-	}
-	if over.MassReleaseInterval != nil {
-		o.MassReleaseInterval = over.MassReleaseInterval
+	for _, t := range Thresholds {
+		t.field.merge(&o, over)
 	}
 	return o
 }
 
-// OverrideKeys lists the keys ParseOverrides accepts (the JSON field names),
-// in the order of Config.
-var OverrideKeys = []string{
-	"probeInterval", "cordonAfter", "notReadyAfter", "readyAfter", "window",
-	"minAvailability", "penaltyPerFlap", "halfLife", "suppress", "reuse",
-	"maxPenalty", "massFraction", "massMin", "massHoldMax", "massReleaseInterval",
+// Threshold is one threshold of Config. Thresholds is the one list of
+// them: overrides, the registration Secret annotations and the `leafsync
+// simulate` flags derive from it.
+type Threshold struct {
+	// Name is the JSON name: the key in the config file, in overrides and
+	// in snapshots.
+	Name string
+	// Flag is Name in kebab case: the `leafsync simulate` flag, and after
+	// leafsync.io/ the registration Secret annotation.
+	Flag string
+	// Doc says in one line what it does.
+	Doc   string
+	field thresholdField
 }
 
-// ParseOverrides builds Overrides from string key/values whose keys are the
-// JSON field names, e.g. {"notReadyAfter": "120s", "minAvailability": "0.5"}.
+// Get returns the threshold's value in c: a Duration, float64 or int.
+func (t Threshold) Get(c Config) any { return t.field.get(c) }
+
+// Thresholds lists every threshold, in the order of Config.
+var Thresholds = []Threshold{
+	{Name: "probeInterval", Flag: "probe-interval", Doc: "how often members are probed",
+		field: fieldOf(func(c *Config) *Duration { return &c.ProbeInterval }, func(o *Overrides) **Duration { return &o.ProbeInterval })},
+	{Name: "cordonAfter", Flag: "cordon-after", Doc: "cordon after failures continuous for this long",
+		field: fieldOf(func(c *Config) *Duration { return &c.CordonAfter }, func(o *Overrides) **Duration { return &o.CordonAfter })},
+	{Name: "notReadyAfter", Flag: "not-ready-after", Doc: "NotReady after network/server failures continuous for this long",
+		field: fieldOf(func(c *Config) *Duration { return &c.NotReadyAfter }, func(o *Overrides) **Duration { return &o.NotReadyAfter })},
+	{Name: "readyAfter", Flag: "ready-after", Doc: "Ready again after successes continuous for this long",
+		field: fieldOf(func(c *Config) *Duration { return &c.ReadyAfter }, func(o *Overrides) **Duration { return &o.ReadyAfter })},
+	{Name: "window", Flag: "window", Doc: "span over which availability is measured",
+		field: fieldOf(func(c *Config) *Duration { return &c.Window }, func(o *Overrides) **Duration { return &o.Window })},
+	{Name: "minAvailability", Flag: "min-availability", Doc: "NotReady when availability over the window is below this (0 disables)",
+		field: fieldOf(func(c *Config) *float64 { return &c.MinAvailability }, func(o *Overrides) **float64 { return &o.MinAvailability })},
+	{Name: "penaltyPerFlap", Flag: "penalty-per-flap", Doc: "flap-damping penalty added per suppressed flap (0 disables damping)",
+		field: fieldOf(func(c *Config) *float64 { return &c.PenaltyPerFlap }, func(o *Overrides) **float64 { return &o.PenaltyPerFlap })},
+	{Name: "halfLife", Flag: "half-life", Doc: "half-life of the flap-damping penalty",
+		field: fieldOf(func(c *Config) *Duration { return &c.HalfLife }, func(o *Overrides) **Duration { return &o.HalfLife })},
+	{Name: "suppress", Flag: "suppress", Doc: "cordon while the penalty is above this...",
+		field: fieldOf(func(c *Config) *float64 { return &c.Suppress }, func(o *Overrides) **float64 { return &o.Suppress })},
+	{Name: "reuse", Flag: "reuse", Doc: "...until it decays below this",
+		field: fieldOf(func(c *Config) *float64 { return &c.Reuse }, func(o *Overrides) **float64 { return &o.Reuse })},
+	{Name: "maxPenalty", Flag: "max-penalty", Doc: "cap on the flap-damping penalty",
+		field: fieldOf(func(c *Config) *float64 { return &c.MaxPenalty }, func(o *Overrides) **float64 { return &o.MaxPenalty })},
+	{Name: "massFraction", Flag: "mass-fraction", Doc: "mass-disconnect guard: fraction of clusters failing at once",
+		field: fieldOf(func(c *Config) *float64 { return &c.MassFraction }, func(o *Overrides) **float64 { return &o.MassFraction })},
+	{Name: "massMin", Flag: "mass-min", Doc: "mass-disconnect guard: minimum number of clusters failing at once",
+		field: fieldOf(func(c *Config) *int { return &c.MassMin }, func(o *Overrides) **int { return &o.MassMin })},
+	{Name: "massHoldMax", Flag: "mass-hold-max", Doc: "mass-disconnect guard: hold a failing cluster out of NotReady for at most this long",
+		field: fieldOf(func(c *Config) *Duration { return &c.MassHoldMax }, func(o *Overrides) **Duration { return &o.MassHoldMax })},
+	{Name: "massReleaseInterval", Flag: "mass-release-interval", Doc: "mass-disconnect guard: after the hold, at most one cluster goes NotReady per interval",
+		field: fieldOf(func(c *Config) *Duration { return &c.MassReleaseInterval }, func(o *Overrides) **Duration { return &o.MassReleaseInterval })},
+}
+
+// thresholdField reaches one threshold in Config and in Overrides.
+type thresholdField interface {
+	get(c Config) any
+	apply(c *Config, o Overrides)
+	merge(o *Overrides, over Overrides)
+	parse(o *Overrides, v string) error
+}
+
+type field[T Duration | float64 | int] struct {
+	cfg func(*Config) *T
+	ov  func(*Overrides) **T
+}
+
+func fieldOf[T Duration | float64 | int](cfg func(*Config) *T, ov func(*Overrides) **T) thresholdField {
+	return field[T]{cfg, ov}
+}
+
+func (f field[T]) get(c Config) any { return *f.cfg(&c) }
+
+func (f field[T]) apply(c *Config, o Overrides) {
+	if v := *f.ov(&o); v != nil {
+		*f.cfg(c) = *v
+	}
+}
+
+func (f field[T]) merge(o *Overrides, over Overrides) {
+	if v := *f.ov(&over); v != nil {
+		*f.ov(o) = v
+	}
+}
+
+// parse sets the override from a string; negative values are refused.
+func (f field[T]) parse(o *Overrides, s string) error {
+	var v T
+	switch p := any(&v).(type) {
+	case *Duration:
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return fmt.Errorf("invalid duration %q (want e.g. \"90s\")", s)
+		case d < 0:
+			return fmt.Errorf("duration %q must not be negative", s)
+		}
+		p.Duration = d
+	case *float64:
+		x, err := strconv.ParseFloat(s, 64)
+		switch {
+		case err != nil || math.IsNaN(x) || math.IsInf(x, 0):
+			return fmt.Errorf("invalid number %q", s)
+		case x < 0:
+			return fmt.Errorf("%q must not be negative", s)
+		}
+		*p = x
+	case *int:
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			return fmt.Errorf("invalid integer %q", s)
+		case n < 0:
+			return fmt.Errorf("%q must not be negative", s)
+		}
+		*p = n
+	}
+	*f.ov(o) = &v
+	return nil
+}
+
+// ParseOverrides builds Overrides from string key/values whose keys are
+// Threshold names, e.g. {"notReadyAfter": "120s", "minAvailability": "0.5"}.
 // Durations use Go syntax ("90s", "2m"). An unknown key, or a value that does
 // not parse or is negative, gives an error naming the key. Cross-field rules
 // (e.g. reuse below suppress) are checked by Validate on the effective Config.
@@ -309,70 +356,17 @@ func ParseOverrides(kv map[string]string) (Overrides, error) {
 	var o Overrides
 	var errs []error
 	for _, k := range keys {
-		v := kv[k]
-		dur := func(dst **Duration) {
-			d, err := time.ParseDuration(v)
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("hysteresis override %s: invalid duration %q (want e.g. \"90s\")", k, v))
-			case d < 0:
-				errs = append(errs, fmt.Errorf("hysteresis override %s: duration %q must not be negative", k, v))
-			default:
-				*dst = &Duration{d}
+		i := slices.IndexFunc(Thresholds, func(t Threshold) bool { return t.Name == k })
+		if i < 0 {
+			names := make([]string, len(Thresholds))
+			for j, t := range Thresholds {
+				names[j] = t.Name
 			}
+			errs = append(errs, fmt.Errorf("unknown hysteresis override key %q (known: %v)", k, names))
+			continue
 		}
-		num := func(dst **float64) {
-			f, err := strconv.ParseFloat(v, 64)
-			switch {
-			case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
-				errs = append(errs, fmt.Errorf("hysteresis override %s: invalid number %q", k, v))
-			case f < 0:
-				errs = append(errs, fmt.Errorf("hysteresis override %s: %q must not be negative", k, v))
-			default:
-				*dst = &f
-			}
-		}
-		switch k {
-		case "probeInterval":
-			dur(&o.ProbeInterval)
-		case "cordonAfter":
-			dur(&o.CordonAfter)
-		case "notReadyAfter":
-			dur(&o.NotReadyAfter)
-		case "readyAfter":
-			dur(&o.ReadyAfter)
-		case "window":
-			dur(&o.Window)
-		case "halfLife":
-			dur(&o.HalfLife)
-		case "massHoldMax":
-			dur(&o.MassHoldMax)
-		case "massReleaseInterval":
-			dur(&o.MassReleaseInterval)
-		case "minAvailability":
-			num(&o.MinAvailability)
-		case "penaltyPerFlap":
-			num(&o.PenaltyPerFlap)
-		case "suppress":
-			num(&o.Suppress)
-		case "reuse":
-			num(&o.Reuse)
-		case "maxPenalty":
-			num(&o.MaxPenalty)
-		case "massFraction":
-			num(&o.MassFraction)
-		case "massMin":
-			n, err := strconv.Atoi(v)
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("hysteresis override %s: invalid integer %q", k, v))
-			case n < 0:
-				errs = append(errs, fmt.Errorf("hysteresis override %s: %q must not be negative", k, v))
-			default:
-				o.MassMin = &n
-			}
-		default:
-			errs = append(errs, fmt.Errorf("unknown hysteresis override key %q (known: %v)", k, OverrideKeys))
+		if err := Thresholds[i].field.parse(&o, kv[k]); err != nil {
+			errs = append(errs, fmt.Errorf("hysteresis override %s: %w", k, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

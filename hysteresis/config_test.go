@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -175,9 +176,6 @@ func TestParseOverrides(t *testing.T) {
 	if c != want {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}
-	if len(OverrideKeys) != reflect.TypeOf(Config{}).NumField() {
-		t.Error("OverrideKeys out of date")
-	}
 	for _, tc := range []struct {
 		kv   map[string]string
 		want string
@@ -219,5 +217,61 @@ func TestOverridesMerge(t *testing.T) {
 	}
 	if all.Merge(Overrides{}) != all {
 		t.Error("Merge with nothing changed something")
+	}
+}
+
+// Thresholds names every field of Config and of Overrides, in order, by
+// JSON name, and reaches that field; Flag is the kebab case of Name.
+func TestThresholdsCoverConfig(t *testing.T) {
+	for _, typ := range []reflect.Type{reflect.TypeOf(Config{}), reflect.TypeOf(Overrides{})} {
+		if typ.NumField() != len(Thresholds) {
+			t.Fatalf("%s has %d fields, Thresholds %d", typ, typ.NumField(), len(Thresholds))
+		}
+		for i, th := range Thresholds {
+			if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != th.Name {
+				t.Errorf("%s field %d is %q, Thresholds has %q", typ, i, name, th.Name)
+			}
+		}
+	}
+	// Every field distinct, so a threshold reaching the wrong field shows.
+	var cfg Config
+	c := reflect.ValueOf(&cfg).Elem()
+	for i := range c.NumField() {
+		switch f := c.Field(i).Addr().Interface().(type) {
+		case *Duration:
+			*f = D(time.Duration(i+1) * time.Second)
+		case *float64:
+			*f = float64(i + 1)
+		case *int:
+			*f = i + 1
+		}
+	}
+	for i, th := range Thresholds {
+		if got := th.Get(cfg); got != c.Field(i).Interface() {
+			t.Errorf("%s: Get = %v, field holds %v", th.Name, got, c.Field(i).Interface())
+		}
+		o, err := ParseOverrides(map[string]string{th.Name: "1"})
+		if err != nil {
+			o, err = ParseOverrides(map[string]string{th.Name: "1s"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range reflect.TypeOf(o).NumField() {
+			if set := !reflect.ValueOf(o).Field(j).IsNil(); set != (i == j) {
+				t.Errorf("%s: override field %d set = %v", th.Name, j, set)
+			}
+		}
+		var kebab strings.Builder
+		for _, r := range th.Name {
+			if unicode.IsUpper(r) {
+				kebab.WriteByte('-')
+				r = unicode.ToLower(r)
+			}
+			kebab.WriteRune(r)
+		}
+		if th.Flag != kebab.String() {
+			t.Errorf("%s: Flag %q, want %q", th.Name, th.Flag, kebab.String())
+		}
 	}
 }

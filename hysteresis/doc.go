@@ -4,13 +4,16 @@
 // It is a pure, deterministic state machine in the style of etcd's raft
 // package: no API clients, no goroutines, no wall clock. Time is an input
 // (Observation.Time); the same observations in the same order always give
-// the same decisions, and a Snapshot restored into a fresh Fleet continues
+// the same decisions, and a Snapshot restored into a fresh fleet continues
 // exactly as the original would have. Everything that talks to an API server
 // (the prober, the leaf Lease, the taints) lives outside and consults it.
 //
+// As raft splits RawNode from Node, RawFleet holds all the logic and no
+// lock (one goroutine), and Fleet is the same API behind a mutex.
+//
 // # Use
 //
-//	f, err := hysteresis.NewFleet(fleetCfg)       // validated FleetConfig
+//	f, err := hysteresis.NewFleet(fleetCfg)       // validated FleetConfig; NewRawFleet for one goroutine
 //	err = f.Add("eu-1", annotationOverrides)      // per-cluster overrides
 //	st, changes, err := f.Observe("eu-1", hysteresis.Observation{
 //		Time: now, OK: false, Class: hysteresis.ClassNetwork, Detail: err.Error()})

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
 	"time"
 )
 
-// Errors returned by Fleet methods (wrapped with details; test with errors.Is).
+// Errors returned by RawFleet and Fleet methods (wrapped with details; test with errors.Is).
 var (
 	ErrUnknownCluster   = errors.New("hysteresis: unknown cluster")
 	ErrTimeBackwards    = errors.New("hysteresis: observation time goes backwards")
@@ -72,44 +71,41 @@ type cluster struct {
 	reason     string
 	detail     string
 
-	counted  bool // counted in Fleet.failing
+	counted  bool // counted in RawFleet.failing
 	slots    [windowBuckets]slot
 	counters Counters
 }
 
-// Fleet holds the engine state of every cluster. The mass-disconnect guard
-// is fleet-wide, so all clusters of a fleet live in one Fleet. A Fleet is
-// safe for concurrent use; its decisions depend only on the observations
-// given to it, in order.
-type Fleet struct {
-	mu       sync.Mutex
+// RawFleet holds the engine state of every cluster. The mass-disconnect
+// guard is fleet-wide, so all clusters of a fleet live in one RawFleet. Like
+// raft's RawNode it has no lock: use it from one goroutine, or use Fleet.
+// Its decisions depend only on the observations given to it, in order.
+type RawFleet struct {
 	cfg      FleetConfig
 	clusters map[string]*cluster
 	failing  int // clusters failing (network/server) and not yet NotReady
 }
 
-// NewFleet returns an empty Fleet, or an error if cfg does not validate.
-func NewFleet(cfg FleetConfig) (*Fleet, error) {
+// NewRawFleet returns an empty RawFleet, or an error if cfg does not validate.
+func NewRawFleet(cfg FleetConfig) (*RawFleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Fleet{cfg: cfg, clusters: make(map[string]*cluster)}, nil
+	return &RawFleet{cfg: cfg, clusters: make(map[string]*cluster)}, nil
 }
 
 // Add adds a cluster in state Ready, or updates the overrides of an existing
 // cluster keeping its state. The effective config is the fleet defaults, then
 // the config file's entry for the cluster (FleetConfig.Clusters), then o.
-func (f *Fleet) Add(name string, o Overrides) error {
+func (f *RawFleet) Add(name string, o Overrides) error {
 	if name == "" {
 		return errEmptyClusterName
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	_, err := f.add(name, o)
 	return err
 }
 
-func (f *Fleet) add(name string, o Overrides) (*cluster, error) {
+func (f *RawFleet) add(name string, o Overrides) (*cluster, error) {
 	cfg := f.cfg.Clusters[name].Merge(o).Apply(f.cfg.Config)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", name, err)
@@ -139,9 +135,7 @@ func (c *cluster) setConfig(cfg Config) {
 }
 
 // Remove forgets a cluster. Removing an unknown cluster does nothing.
-func (f *Fleet) Remove(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Remove(name string) {
 	if c := f.clusters[name]; c != nil {
 		if c.counted {
 			f.failing--
@@ -151,9 +145,7 @@ func (f *Fleet) Remove(name string) {
 }
 
 // Clusters returns the names of all clusters, sorted.
-func (f *Fleet) Clusters() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Clusters() []string {
 	names := make([]string, 0, len(f.clusters))
 	for n := range f.clusters {
 		names = append(names, n)
@@ -163,9 +155,7 @@ func (f *Fleet) Clusters() []string {
 }
 
 // Config returns the effective config of a cluster.
-func (f *Fleet) Config(name string) (Config, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Config(name string) (Config, bool) {
 	c := f.clusters[name]
 	if c == nil {
 		return Config{}, false
@@ -174,9 +164,7 @@ func (f *Fleet) Config(name string) (Config, bool) {
 }
 
 // Status returns a cluster's decision as of its last observation.
-func (f *Fleet) Status(name string) (Status, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Status(name string) (Status, bool) {
 	c := f.clusters[name]
 	if c == nil {
 		return Status{}, false
@@ -185,9 +173,7 @@ func (f *Fleet) Status(name string) (Status, bool) {
 }
 
 // Counters returns a cluster's counters.
-func (f *Fleet) Counters(name string) (Counters, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Counters(name string) (Counters, bool) {
 	c := f.clusters[name]
 	if c == nil {
 		return Counters{}, false
@@ -225,9 +211,7 @@ func norm(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC() }
 // availability is already too low). A decision that changes nothing does
 // not allocate. Errors (unknown cluster, time going backwards, failure
 // without a valid class) leave the state unchanged.
-func (f *Fleet) Observe(name string, o Observation) (Status, []Transition, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Observe(name string, o Observation) (Status, []Transition, error) {
 	c := f.clusters[name]
 	if c == nil {
 		return Status{}, nil, fmt.Errorf("%w %q", ErrUnknownCluster, name)
@@ -250,7 +234,7 @@ func (f *Fleet) Observe(name string, o Observation) (Status, []Transition, error
 	return f.observe(c, t, out, o)
 }
 
-func (f *Fleet) observe(c *cluster, t time.Time, out outcome, o Observation) (Status, []Transition, error) {
+func (f *RawFleet) observe(c *cluster, t time.Time, out outcome, o Observation) (Status, []Transition, error) {
 	cfg := &c.cfg
 
 	// Account time spent since the previous observation, and the evidence
@@ -446,13 +430,13 @@ func (c *cluster) derive() {
 	}
 }
 
-// recount keeps Fleet.failing in step with c: a cluster counts as failing
+// recount keeps RawFleet.failing in step with c: a cluster counts as failing
 // for the mass guard while network/server probes fail and it is not (yet)
 // NotReady, or is NotReady only because the guard released it (so one
 // release does not end the episode and let every other held cluster go at
 // once). Other NotReady clusters do not count, so a few dead clusters
 // cannot hold the guard on.
-func (f *Fleet) recount(c *cluster) {
+func (f *RawFleet) recount(c *cluster) {
 	want := c.hardActive && (c.state != NotReady || c.released)
 	if want != c.counted {
 		c.counted = want
@@ -468,7 +452,7 @@ func (f *Fleet) recount(c *cluster) {
 // at t: it is guarded, and either it has not been held for massHoldMax yet,
 // or another cluster was released less than massReleaseInterval ago. When
 // it lets go, c is marked released (the caller moves it to NotReady).
-func (f *Fleet) holds(c *cluster, t time.Time) bool {
+func (f *RawFleet) holds(c *cluster, t time.Time) bool {
 	if !f.guarded(c) {
 		return false
 	}
@@ -483,7 +467,7 @@ func (f *Fleet) holds(c *cluster, t time.Time) bool {
 }
 
 // lastRelease is the latest time the guard let go of any cluster.
-func (f *Fleet) lastRelease() time.Time {
+func (f *RawFleet) lastRelease() time.Time {
 	var last time.Time
 	for _, c := range f.clusters {
 		if c.releasedAt.After(last) {
@@ -496,7 +480,7 @@ func (f *Fleet) lastRelease() time.Time {
 // guarded reports whether the mass-disconnect condition, with c's
 // thresholds, holds: at least massMin clusters and at least massFraction of
 // the fleet are failing.
-func (f *Fleet) guarded(c *cluster) bool {
+func (f *RawFleet) guarded(c *cluster) bool {
 	n := f.failing
 	return n >= c.cfg.MassMin && float64(n) >= c.cfg.MassFraction*float64(len(f.clusters))-1e-9
 }

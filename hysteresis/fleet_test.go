@@ -238,7 +238,7 @@ func TestChainReadySuspectNotReady(t *testing.T) {
 
 func TestMassDisconnectGuard(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e"} // massMin 3, massFraction 0.55 → 3 of 5
-	outage := func(f *Fleet, failing []string, from, to time.Duration) map[string]Status {
+	outage := func(f *RawFleet, failing []string, from, to time.Duration) map[string]Status {
 		t.Helper()
 		st := map[string]Status{}
 		for at := from; at <= to; at += s5 {
@@ -406,7 +406,7 @@ func TestErrors(t *testing.T) {
 	if err := f.Add("x", Overrides{Reuse: &bad, Suppress: &bad}); err == nil || !strings.Contains(err.Error(), `cluster "x": hysteresis.reuse (10) must be below hysteresis.suppress (10)`) {
 		t.Errorf("bad overrides: %v", err)
 	}
-	if _, err := NewFleet(FleetConfig{}); err == nil {
+	if _, err := NewRawFleet(FleetConfig{}); err == nil {
 		t.Error("zero FleetConfig accepted")
 	}
 	if _, ok := f.Status("nope"); ok {
@@ -420,7 +420,7 @@ func TestErrors(t *testing.T) {
 func TestAddUpdatesOverridesKeepingState(t *testing.T) {
 	fc := DefaultFleetConfig()
 	fc.Clusters = map[string]Overrides{"c": {NotReadyAfter: &Duration{60 * time.Second}}}
-	f, err := NewFleet(fc)
+	f, err := NewRawFleet(fc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,9 +37,9 @@ func concat(parts ...[]ev) []ev {
 	return out
 }
 
-func newFleet(t testing.TB, cfg Config, clusters ...string) *Fleet {
+func newFleet(t testing.TB, cfg Config, clusters ...string) *RawFleet {
 	t.Helper()
-	f, err := NewFleet(FleetConfig{Config: cfg})
+	f, err := NewRawFleet(FleetConfig{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func newFleet(t testing.TB, cfg Config, clusters ...string) *Fleet {
 
 // run feeds the trace to cluster "c" and returns the last status and all
 // transitions.
-func run(t testing.TB, f *Fleet, trace []ev) (Status, []Transition) {
+func run(t testing.TB, f *RawFleet, trace []ev) (Status, []Transition) {
 	t.Helper()
 	var st Status
 	var all []Transition

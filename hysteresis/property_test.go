@@ -129,10 +129,10 @@ func genTrace(t *rapid.T, cfg Config, clusters []string, start time.Time, maxRou
 	return out
 }
 
-func newPropFleet(t *rapid.T, cfg Config, clusters []string) *Fleet {
-	f, err := NewFleet(FleetConfig{Config: cfg})
+func newPropFleet(t *rapid.T, cfg Config, clusters []string) *RawFleet {
+	f, err := NewRawFleet(FleetConfig{Config: cfg})
 	if err != nil {
-		t.Fatalf("NewFleet: %v", err)
+		t.Fatalf("NewRawFleet: %v", err)
 	}
 	for _, c := range clusters {
 		if err := f.Add(c, Overrides{}); err != nil {
@@ -142,7 +142,7 @@ func newPropFleet(t *rapid.T, cfg Config, clusters []string) *Fleet {
 	return f
 }
 
-func replay(t *rapid.T, f *Fleet, trace []event) []outputs {
+func replay(t *rapid.T, f *RawFleet, trace []event) []outputs {
 	out := make([]outputs, len(trace))
 	for i, e := range trace {
 		st, trs, err := f.Observe(e.cluster, e.obs)
@@ -156,7 +156,7 @@ func replay(t *rapid.T, f *Fleet, trace []event) []outputs {
 }
 
 // checkInvariants holds after every observation.
-func checkInvariants(t *rapid.T, f *Fleet, e event, st Status) {
+func checkInvariants(t *rapid.T, f *RawFleet, e event, st Status) {
 	cfg, _ := f.Config(e.cluster)
 	if (st.State == NotReady || st.State == Recovering) && !st.Cordoned {
 		t.Fatalf("%s %s but not cordoned", e.cluster, st.State)
@@ -207,7 +207,7 @@ func TestPropSnapshotRestore(t *testing.T) {
 
 		f := newPropFleet(t, cfg, cl)
 		replay(t, f, trace[:cut])
-		g, err := NewFleet(FleetConfig{Config: cfg})
+		g, err := NewRawFleet(FleetConfig{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}

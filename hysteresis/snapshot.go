@@ -249,9 +249,7 @@ func norm0(t time.Time) time.Time {
 
 // Snapshot encodes the state of every cluster (and the overrides each was
 // added with) as versioned JSON, clusters sorted by name.
-func (f *Fleet) Snapshot() ([]byte, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) Snapshot() ([]byte, error) {
 	fs := fleetSnapshot{Version: SnapshotVersion, Clusters: make([]clusterSnapshot, 0, len(f.clusters))}
 	for _, c := range f.clusters {
 		fs.Clusters = append(fs.Clusters, c.snapshot())
@@ -262,9 +260,7 @@ func (f *Fleet) Snapshot() ([]byte, error) {
 
 // SnapshotCluster encodes one cluster's state as versioned JSON (what the
 // state store persists per cluster).
-func (f *Fleet) SnapshotCluster(name string) ([]byte, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *RawFleet) SnapshotCluster(name string) ([]byte, error) {
 	c := f.clusters[name]
 	if c == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCluster, name)
@@ -272,12 +268,12 @@ func (f *Fleet) SnapshotCluster(name string) ([]byte, error) {
 	return json.Marshal(c.snapshot())
 }
 
-// Restore restores every cluster of a Fleet snapshot. A cluster of the
+// Restore restores every cluster of a fleet snapshot. A cluster of the
 // snapshot that the fleet does not have is added with the overrides recorded
 // in the snapshot; a cluster it has keeps its current config (config is not
 // state) and gets the snapshot's state. Clusters not in the snapshot are left
 // alone. Either the whole snapshot is restored or nothing is.
-func (f *Fleet) Restore(data []byte) error {
+func (f *RawFleet) Restore(data []byte) error {
 	var fs fleetSnapshot
 	if err := json.Unmarshal(data, &fs); err != nil {
 		return bad("%v", err)
@@ -285,8 +281,6 @@ func (f *Fleet) Restore(data []byte) error {
 	if fs.Version != SnapshotVersion {
 		return fmt.Errorf("%w %d (want %d)", ErrSnapshotVersion, fs.Version, SnapshotVersion)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	seen := map[string]bool{}
 	for i := range fs.Clusters {
 		s := &fs.Clusters[i]
@@ -312,7 +306,7 @@ func (f *Fleet) Restore(data []byte) error {
 // RestoreCluster restores one cluster from a SnapshotCluster encoding, with
 // the same rules as Restore. A restart is not a flap: nothing is counted and
 // the clocks (streaks, Since, penalty) continue from the snapshot.
-func (f *Fleet) RestoreCluster(data []byte) error {
+func (f *RawFleet) RestoreCluster(data []byte) error {
 	var s clusterSnapshot
 	if err := json.Unmarshal(data, &s); err != nil {
 		return bad("%v", err)
@@ -320,8 +314,6 @@ func (f *Fleet) RestoreCluster(data []byte) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	return f.restore(&s)
 }
 
@@ -332,7 +324,7 @@ func ovOf(s *clusterSnapshot) Overrides {
 	return *s.Overrides
 }
 
-func (f *Fleet) restore(s *clusterSnapshot) error {
+func (f *RawFleet) restore(s *clusterSnapshot) error {
 	c := f.clusters[s.Cluster]
 	if c == nil {
 		var err error
@@ -343,16 +335,4 @@ func (f *Fleet) restore(s *clusterSnapshot) error {
 	c.restore(s)
 	f.recount(c)
 	return nil
-}
-
-// RestoreFleet is NewFleet followed by Restore.
-func RestoreFleet(cfg FleetConfig, data []byte) (*Fleet, error) {
-	f, err := NewFleet(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Restore(data); err != nil {
-		return nil, err
-	}
-	return f, nil
 }

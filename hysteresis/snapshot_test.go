@@ -30,7 +30,7 @@ func TestRestartMidOutageResumes(t *testing.T) {
 	if !strings.Contains(string(snap), `"version":1`) {
 		t.Errorf("snapshot without version: %s", snap)
 	}
-	g, err := NewFleet(FleetConfig{Config: cfg})
+	g, err := NewRawFleet(FleetConfig{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestRestartMidOutageResumes(t *testing.T) {
 
 func TestFleetSnapshotRoundTrip(t *testing.T) {
 	fc := DefaultFleetConfig()
-	f, err := NewFleet(fc)
+	f, err := NewRawFleet(fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +80,11 @@ func TestFleetSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := RestoreFleet(fc, snap)
+	g, err := NewRawFleet(fc)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
 	if cfg, _ := g.Config("a"); cfg.NotReadyAfter != nra {
@@ -107,7 +110,7 @@ func TestFleetSnapshotRoundTrip(t *testing.T) {
 		t.Errorf("failing %d vs %d", f.failing, g.failing)
 	}
 	// Restoring into a fleet that has the cluster keeps its config.
-	h, _ := NewFleet(fc)
+	h, _ := NewRawFleet(fc)
 	if err := h.Add("a", Overrides{}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +173,7 @@ func TestSnapshotErrors(t *testing.T) {
 	// A window with another bucket width starts empty rather than failing.
 	fc := DefaultFleetConfig()
 	fc.Window = D(20 * time.Minute)
-	h, _ := NewFleet(fc)
+	h, _ := NewRawFleet(fc)
 	if err := h.RestoreCluster(snap); err != nil {
 		t.Fatal(err)
 	}

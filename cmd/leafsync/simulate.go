@@ -21,26 +21,6 @@ import (
 	"github.com/leafsync/leafsync/hysteresis"
 )
 
-// simThresholdFlags maps each hysteresis threshold to its flag (kebab-case
-// of the JSON name).
-var simThresholdFlags = []struct{ flag, key, usage string }{
-	{"probe-interval", "probeInterval", "how often members are probed"},
-	{"cordon-after", "cordonAfter", "cordon after failures continuous for this long"},
-	{"not-ready-after", "notReadyAfter", "NotReady after network/server failures continuous for this long"},
-	{"ready-after", "readyAfter", "Ready again after successes continuous for this long"},
-	{"window", "window", "span over which availability is measured"},
-	{"min-availability", "minAvailability", "NotReady when availability over the window is below this (0 disables)"},
-	{"penalty-per-flap", "penaltyPerFlap", "flap-damping penalty added per suppressed flap (0 disables damping)"},
-	{"half-life", "halfLife", "half-life of the flap-damping penalty"},
-	{"suppress", "suppress", "cordon while the penalty is above this..."},
-	{"reuse", "reuse", "...until it decays below this"},
-	{"max-penalty", "maxPenalty", "cap on the flap-damping penalty"},
-	{"mass-fraction", "massFraction", "mass-disconnect guard: fraction of clusters failing at once"},
-	{"mass-min", "massMin", "mass-disconnect guard: minimum number of clusters failing at once"},
-	{"mass-hold-max", "massHoldMax", "mass-disconnect guard: hold a failing cluster out of NotReady for at most this long"},
-	{"mass-release-interval", "massReleaseInterval", "mass-disconnect guard: after the hold, at most one cluster goes NotReady per interval"},
-}
-
 type simulateOptions struct {
 	trace  string
 	config string
@@ -91,41 +71,16 @@ which override the file everywhere, per-cluster entries included.`,
 	fs.StringVar(&o.trace, "trace", "", "read the probe trace from `FILE` instead of stdin")
 	fs.StringVar(&o.config, "config", "", "read thresholds from the hysteresis: section of the controller config `FILE`")
 	fs.StringVar(&o.format, "format", "jsonl", "output format: jsonl or table")
+	// One flag per threshold, typed so that a bad value is refused by name.
 	d := hysteresis.DefaultConfig()
-	for _, f := range simThresholdFlags {
-		switch f.key {
-		case "probeInterval":
-			fs.Duration(f.flag, d.ProbeInterval.Duration, f.usage)
-		case "cordonAfter":
-			fs.Duration(f.flag, d.CordonAfter.Duration, f.usage)
-		case "notReadyAfter":
-			fs.Duration(f.flag, d.NotReadyAfter.Duration, f.usage)
-		case "readyAfter":
-			fs.Duration(f.flag, d.ReadyAfter.Duration, f.usage)
-		case "window":
-			fs.Duration(f.flag, d.Window.Duration, f.usage)
-		case "halfLife":
-			fs.Duration(f.flag, d.HalfLife.Duration, f.usage)
-		case "massHoldMax":
-			fs.Duration(f.flag, d.MassHoldMax.Duration, f.usage)
-		case "massReleaseInterval":
-			fs.Duration(f.flag, d.MassReleaseInterval.Duration, f.usage)
-		case "minAvailability":
-			fs.Float64(f.flag, d.MinAvailability, f.usage)
-		case "penaltyPerFlap":
-			fs.Float64(f.flag, d.PenaltyPerFlap, f.usage)
-		case "suppress":
-			fs.Float64(f.flag, d.Suppress, f.usage)
-		case "reuse":
-			fs.Float64(f.flag, d.Reuse, f.usage)
-		case "maxPenalty":
-			fs.Float64(f.flag, d.MaxPenalty, f.usage)
-		case "massFraction":
-			fs.Float64(f.flag, d.MassFraction, f.usage)
-		case "massMin":
-			fs.Int(f.flag, d.MassMin, f.usage)
-		default:
-			panic("simulate: no flag for " + f.key)
+	for _, t := range hysteresis.Thresholds {
+		switch v := t.Get(d).(type) {
+		case hysteresis.Duration:
+			fs.Duration(t.Flag, v.Duration, t.Doc)
+		case float64:
+			fs.Float64(t.Flag, v, t.Doc)
+		case int:
+			fs.Int(t.Flag, v, t.Doc)
 		}
 	}
 	return cmd
@@ -175,9 +130,9 @@ func (o simulateOptions) fleetConfig(fs *pflag.FlagSet) (hysteresis.FleetConfig,
 	}
 	fc := file.Hysteresis
 	kv := map[string]string{}
-	for _, f := range simThresholdFlags {
-		if fl := fs.Lookup(f.flag); fl != nil && fl.Changed {
-			kv[f.key] = fl.Value.String()
+	for _, t := range hysteresis.Thresholds {
+		if fl := fs.Lookup(t.Flag); fl != nil && fl.Changed {
+			kv[t.Name] = fl.Value.String()
 		}
 	}
 	flagOv, err := hysteresis.ParseOverrides(kv)
@@ -279,7 +234,7 @@ func parseProbe(line []byte) (simProbe, error) {
 }
 
 func simulate(fc hysteresis.FleetConfig, probes []simProbe, out *simOutput) error {
-	fleet, err := hysteresis.NewFleet(fc)
+	fleet, err := hysteresis.NewRawFleet(fc)
 	if err != nil {
 		return err
 	}

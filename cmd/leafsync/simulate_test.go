@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/leafsync/leafsync/hysteresis"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/simulate/*.golden")
@@ -145,17 +143,5 @@ func TestSimulateEmptyAndBlankLines(t *testing.T) {
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
-	}
-}
-
-func TestSimulateEveryThresholdHasAFlag(t *testing.T) {
-	cmd := newSimulateCommand()
-	for _, f := range simThresholdFlags {
-		if cmd.Flags().Lookup(f.flag) == nil {
-			t.Errorf("no flag --%s", f.flag)
-		}
-	}
-	if len(simThresholdFlags) != len(hysteresis.OverrideKeys) {
-		t.Errorf("%d threshold flags, want %d", len(simThresholdFlags), len(hysteresis.OverrideKeys))
 	}
 }

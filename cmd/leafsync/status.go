@@ -181,7 +181,7 @@ func storeDetails(st store.Store, hcfg hysteresis.FleetConfig) func(context.Cont
 			return err
 		}
 		if len(rec.Hysteresis) > 0 {
-			fleet, err := hysteresis.NewFleet(hcfg)
+			fleet, err := hysteresis.NewRawFleet(hcfg)
 			if err != nil {
 				return err
 			}

@@ -32,22 +32,11 @@ import (
 const (
 	// AnnotationNodeSelector restricts which member nodes a leaf offers (a
 	// label selector, e.g. "pool=leaf").
-	AnnotationNodeSelector = "leafsync.io/node-selector"
+	AnnotationNodeSelector = registration.AnnotationNodeSelector
 	// AnnotationLeafTaint turns the leafsync.io/leaf taint on or off for one
 	// member ("true"/"false"), overriding the fleet setting.
-	AnnotationLeafTaint = "leafsync.io/leaf-taint"
+	AnnotationLeafTaint = registration.AnnotationLeafTaint
 )
-
-func init() {
-	registration.RegisterAnnotation(registration.Annotation{Key: AnnotationNodeSelector, Validate: func(v string) error {
-		_, err := labels.Parse(v)
-		return err
-	}})
-	registration.RegisterAnnotation(registration.Annotation{Key: AnnotationLeafTaint, Validate: func(v string) error {
-		_, err := strconv.ParseBool(v)
-		return err
-	}})
-}
 
 // Options configure the controller.
 type Options struct {

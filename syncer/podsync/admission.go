@@ -18,20 +18,11 @@ const (
 	// host pods may run as (leafsync.io/member-service-account on the pod):
 	// "namespace/name" entries, comma-separated; "*" allows any
 	// ServiceAccount outside kube-system.
-	AnnotationMemberServiceAccounts = "leafsync.io/member-service-accounts"
+	AnnotationMemberServiceAccounts = registration.AnnotationMemberServiceAccounts
 	// AnnotationAllowPrivilegedPods "true" lets privileged containers, host
 	// namespaces (network, PID, IPC) and hostPath volumes run in the member.
-	AnnotationAllowPrivilegedPods = "leafsync.io/allow-privileged-pods"
+	AnnotationAllowPrivilegedPods = registration.AnnotationAllowPrivilegedPods
 )
-
-func init() {
-	for _, key := range []string{AnnotationMemberServiceAccounts, AnnotationAllowPrivilegedPods} {
-		registration.RegisterAnnotation(registration.Annotation{Key: key, Validate: func(v string) error {
-			_, err := ParseAdmission(map[string]string{key: v})
-			return err
-		}})
-	}
-}
 
 // Admission is what a member's owner agreed to run, from its registration.
 type Admission struct {

@@ -49,7 +49,7 @@ const (
 
 	// AnnotationStaleEvictionPolicy, on a registration Secret, overrides
 	// podSync.staleEvictionPolicy for that member.
-	AnnotationStaleEvictionPolicy = "leafsync.io/stale-eviction-policy"
+	AnnotationStaleEvictionPolicy = registration.AnnotationStaleEvictionPolicy
 )
 
 // Policy is what happens to a member pod whose host pod was evicted by a
@@ -83,13 +83,6 @@ func ParsePolicy(s string) (Policy, error) {
 		names[i] = string(p)
 	}
 	return "", fmt.Errorf("unknown stale-eviction policy %q (want one of %s)", s, strings.Join(names, ", "))
-}
-
-func init() {
-	registration.RegisterAnnotation(registration.Annotation{Key: AnnotationStaleEvictionPolicy, Validate: func(v string) error {
-		_, err := ParsePolicy(v)
-		return err
-	}})
 }
 
 // Causes of a host pod deletion: the reason of its DisruptionTarget

@@ -2,18 +2,21 @@ package registration
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/config"
 )
 
-// Annotations read from a registration Secret. Every one is documented in
-// docs/annotations.md.
+// Option annotations read from a registration Secret, besides the
+// hysteresis thresholds (leafsync.io/ and a hysteresis.Threshold's Flag).
+// Every one is documented in docs/annotations.md and listed in options.
 const (
 	// AnnotationLeafName overrides the leaf node name (default leaf-<cluster>).
 	AnnotationLeafName = "leafsync.io/leaf-name"
@@ -22,7 +25,67 @@ const (
 	AnnotationAllowInsecureTLS = "leafsync.io/allow-insecure-tls"
 	// AnnotationContext selects a kubeconfig context other than current-context.
 	AnnotationContext = "leafsync.io/context"
+	// AnnotationNodeSelector restricts which member nodes a leaf offers (a
+	// label selector, e.g. "pool=leaf"). Read by syncer/leaves.
+	AnnotationNodeSelector = "leafsync.io/node-selector"
+	// AnnotationLeafTaint turns the leafsync.io/leaf taint on or off for one
+	// member ("true"/"false"), overriding the fleet setting. Read by
+	// syncer/leaves.
+	AnnotationLeafTaint = "leafsync.io/leaf-taint"
+	// AnnotationMemberServiceAccounts lists the member ServiceAccounts that
+	// host pods may run as: "namespace/name" entries, comma-separated; "*"
+	// allows any ServiceAccount outside kube-system. Read by syncer/podsync.
+	AnnotationMemberServiceAccounts = "leafsync.io/member-service-accounts"
+	// AnnotationAllowPrivilegedPods "true" lets privileged containers, host
+	// namespaces (network, PID, IPC) and hostPath volumes run in the member.
+	// Read by syncer/podsync.
+	AnnotationAllowPrivilegedPods = "leafsync.io/allow-privileged-pods"
+	// AnnotationStaleEvictionPolicy overrides podSync.staleEvictionPolicy
+	// for the member. Read by syncer/podsync.
+	AnnotationStaleEvictionPolicy = "leafsync.io/stale-eviction-policy"
 )
+
+// options maps every option annotation to the check of its value, which
+// Parse applies so that a bad value refuses the Secret (nil: checked by
+// parseAnnotations itself). The packages that read the values take them as
+// checked.
+var options = map[string]func(value string) error{
+	AnnotationLeafName:         nil,
+	AnnotationAllowInsecureTLS: nil,
+	AnnotationContext:          nil,
+	AnnotationNodeSelector: func(v string) error {
+		_, err := labels.Parse(v)
+		return err
+	},
+	AnnotationLeafTaint: func(v string) error {
+		_, err := strconv.ParseBool(v)
+		return err
+	},
+	AnnotationMemberServiceAccounts: func(v string) error {
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e == "" || e == "*" {
+				continue
+			}
+			ns, name, ok := strings.Cut(e, "/")
+			if !ok || strings.Contains(name, "/") || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+				return fmt.Errorf("%s: %q is not namespace/name (or *)", AnnotationMemberServiceAccounts, e)
+			}
+		}
+		return nil
+	},
+	AnnotationAllowPrivilegedPods: func(v string) error {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%s: %q is not true or false", AnnotationAllowPrivilegedPods, v)
+		}
+		return nil
+	},
+	AnnotationStaleEvictionPolicy: func(v string) error {
+		if !slices.Contains(config.StaleEvictionPolicies, v) {
+			return fmt.Errorf("unknown stale-eviction policy %q (want one of %s)", v, strings.Join(config.StaleEvictionPolicies, ", "))
+		}
+		return nil
+	},
+}
 
 // Annotations written by leafsync on a registration Secret to report its
 // status. They are never read as options.
@@ -38,52 +101,18 @@ const (
 	AnnotationStatusTime = "leafsync.io/status-time"
 )
 
-// ThresholdAnnotations maps each hysteresis threshold annotation (kebab
-// case, without prefix) to the lowerCamel name hysteresis.ParseOverrides
-// understands.
-var ThresholdAnnotations = map[string]string{
-	"probe-interval":        "probeInterval",
-	"cordon-after":          "cordonAfter",
-	"not-ready-after":       "notReadyAfter",
-	"ready-after":           "readyAfter",
-	"window":                "window",
-	"min-availability":      "minAvailability",
-	"penalty-per-flap":      "penaltyPerFlap",
-	"half-life":             "halfLife",
-	"suppress":              "suppress",
-	"reuse":                 "reuse",
-	"max-penalty":           "maxPenalty",
-	"mass-fraction":         "massFraction",
-	"mass-min":              "massMin",
-	"mass-hold-max":         "massHoldMax",
-	"mass-release-interval": "massReleaseInterval",
-}
-
-// Annotation describes an option annotation that another component owns
-// (e.g. a stale-eviction policy). Registering it makes Parse validate its
-// value and stops it being reported as unknown.
-type Annotation struct {
-	// Key is the full annotation key, with the leafsync.io/ prefix.
-	Key string
-	// Validate checks a value; its error message should say what is
-	// accepted. nil accepts anything.
-	Validate func(value string) error
-}
-
-var (
-	extraMu          sync.RWMutex
-	extraAnnotations = map[string]Annotation{}
-)
-
-// RegisterAnnotation adds an option annotation owned by another component.
-// Call it from an init function or before the manager starts.
-func RegisterAnnotation(a Annotation) {
-	if !strings.HasPrefix(a.Key, AnnotationPrefix) {
-		panic(fmt.Sprintf("registration: annotation %q lacks prefix %s", a.Key, AnnotationPrefix))
+// threshold returns the hysteresis threshold an annotation overrides: the
+// annotation is leafsync.io/ and the threshold's Flag.
+func threshold(key string) (hysteresis.Threshold, bool) {
+	flag, ok := strings.CutPrefix(key, AnnotationPrefix)
+	if !ok {
+		return hysteresis.Threshold{}, false
 	}
-	extraMu.Lock()
-	defer extraMu.Unlock()
-	extraAnnotations[a.Key] = a
+	i := slices.IndexFunc(hysteresis.Thresholds, func(t hysteresis.Threshold) bool { return t.Flag == flag })
+	if i < 0 {
+		return hysteresis.Threshold{}, false
+	}
+	return hysteresis.Thresholds[i], true
 }
 
 func isStatusAnnotation(key string) bool {
@@ -97,21 +126,15 @@ func isStatusAnnotation(key string) bool {
 // UnknownAnnotations returns the leafsync.io/ annotations that no component
 // reads (most likely misspelt), sorted.
 func UnknownAnnotations(annotations map[string]string) []string {
-	extraMu.RLock()
-	defer extraMu.RUnlock()
 	var unknown []string
 	for k := range annotations {
 		if !strings.HasPrefix(k, AnnotationPrefix) || isStatusAnnotation(k) {
 			continue
 		}
-		switch k {
-		case AnnotationLeafName, AnnotationAllowInsecureTLS, AnnotationContext:
+		if _, ok := options[k]; ok {
 			continue
 		}
-		if _, ok := ThresholdAnnotations[strings.TrimPrefix(k, AnnotationPrefix)]; ok {
-			continue
-		}
-		if _, ok := extraAnnotations[k]; ok {
+		if _, ok := threshold(k); ok {
 			continue
 		}
 		unknown = append(unknown, k)
@@ -151,17 +174,16 @@ func parseAnnotations(annotations map[string]string, spec *Spec) error {
 	}
 
 	raw := map[string]string{}
-	for _, kebab := range sortedKeys(ThresholdAnnotations) {
-		key := AnnotationPrefix + kebab
-		v, ok := spec.Annotations[key]
+	for _, key := range sortedKeys(spec.Annotations) {
+		t, ok := threshold(key)
 		if !ok {
 			continue
 		}
-		camel := ThresholdAnnotations[kebab]
-		if _, err := hysteresis.ParseOverrides(map[string]string{camel: v}); err != nil {
+		v := spec.Annotations[key]
+		if _, err := hysteresis.ParseOverrides(map[string]string{t.Name: v}); err != nil {
 			return errorf(ReasonInvalidAnnotation, "%s=%q: %v; fix the value (see docs/annotations.md) or remove the annotation to use the fleet default", key, v, err)
 		}
-		raw[camel] = v
+		raw[t.Name] = v
 	}
 	overrides, err := hysteresis.ParseOverrides(raw)
 	if err != nil {
@@ -170,15 +192,13 @@ func parseAnnotations(annotations map[string]string, spec *Spec) error {
 	spec.Overrides = overrides
 	spec.RawOverrides = raw
 
-	extraMu.RLock()
-	defer extraMu.RUnlock()
-	for _, k := range sortedKeys(extraAnnotations) {
-		a := extraAnnotations[k]
+	for _, k := range sortedKeys(options) {
+		check := options[k]
 		v, ok := spec.Annotations[k]
-		if !ok || a.Validate == nil {
+		if !ok || check == nil {
 			continue
 		}
-		if err := a.Validate(v); err != nil {
+		if err := check(v); err != nil {
 			return errorf(ReasonInvalidAnnotation, "%s=%q: %v; fix the value (see docs/annotations.md) or remove the annotation", k, v, err)
 		}
 	}

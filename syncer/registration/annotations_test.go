@@ -1,11 +1,12 @@
 package registration
 
 import (
-	"errors"
+	"maps"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -45,41 +46,12 @@ func TestAnnotations(t *testing.T) {
 	}
 }
 
-func TestThresholdAnnotationsAreKebabOfCamel(t *testing.T) {
-	for kebab, camel := range ThresholdAnnotations {
-		var b strings.Builder
-		for _, r := range camel {
-			if unicode.IsUpper(r) {
-				b.WriteByte('-')
-				r = unicode.ToLower(r)
-			}
-			b.WriteRune(r)
-		}
-		if b.String() != kebab {
-			t.Errorf("%s maps to %s, want %s", kebab, camel, b.String())
-		}
-		// Every threshold name is understood by the engine.
-		if _, err := hysteresis.ParseOverrides(map[string]string{camel: "not-a-value"}); err == nil {
-			t.Errorf("hysteresis.ParseOverrides accepted garbage for %s; is the key known?", camel)
-		}
-	}
-}
-
-func TestRegisteredAnnotation(t *testing.T) {
-	const key = "leafsync.io/test-policy"
-	RegisterAnnotation(Annotation{Key: key, Validate: func(v string) error {
-		if v != "Retain" && v != "Forward" {
-			return errors.New("must be Retain or Forward")
-		}
-		return nil
-	}})
-	defer func() {
-		extraMu.Lock()
-		delete(extraAnnotations, key)
-		extraMu.Unlock()
-	}()
+// An option annotation read by another package (here syncer/podsync) is
+// known without that package being linked, and Parse checks its value.
+func TestOtherPackagesAnnotation(t *testing.T) {
+	key := AnnotationStaleEvictionPolicy
 	if got := UnknownAnnotations(map[string]string{key: "Retain"}); len(got) != 0 {
-		t.Errorf("registered annotation reported unknown: %v", got)
+		t.Errorf("option annotation reported unknown: %v", got)
 	}
 	spec, err := Parse(secret("s", "east", kubeconfig(t, nil), map[string]string{key: "Retain"}), Policy{})
 	if err != nil {
@@ -89,8 +61,28 @@ func TestRegisteredAnnotation(t *testing.T) {
 		t.Errorf("annotation not carried: %v", spec.Annotations)
 	}
 	_, err = Parse(secret("s", "east", kubeconfig(t, nil), map[string]string{key: "Nope"}), Policy{})
-	if reasonOf(t, err) != ReasonInvalidAnnotation || !strings.Contains(err.Error(), "Retain or Forward") {
+	if reasonOf(t, err) != ReasonInvalidAnnotation || !strings.Contains(err.Error(), "DeferUntilReplaced, Retain, Forward") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// docs/annotations.md documents every annotation that is not unknown.
+func TestEveryAnnotationIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/annotations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := slices.Collect(maps.Keys(options))
+	for _, th := range hysteresis.Thresholds {
+		keys = append(keys, AnnotationPrefix+th.Flag)
+	}
+	for _, k := range keys {
+		if got := UnknownAnnotations(map[string]string{k: ""}); len(got) != 0 {
+			t.Errorf("%s reported unknown", k)
+		}
+		if !strings.Contains(string(doc), "| `"+k+"` |") {
+			t.Errorf("docs/annotations.md has no row for %s", k)
+		}
 	}
 }
 
