@@ -118,3 +118,11 @@ func actionFor(p Phase) string {
 		return "Connect"
 	}
 }
+
+// truncate keeps messages within what Events and annotations hold well.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
