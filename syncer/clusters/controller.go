@@ -120,13 +120,10 @@ type Controller struct {
 	queueMu sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-	// The fields below are used by the single worker only.
-
 	// pendingCleanup holds deregistrations whose Secret vanished before
-	// the hooks succeeded (retried on requeue).
+	// the hooks succeeded (retried on requeue). Only the single worker
+	// uses it.
 	pendingCleanup map[types.NamespacedName]Deregistration
-	// unknownReported is the unknown-annotation list last reported per Secret.
-	unknownReported map[types.NamespacedName]string
 }
 
 // New returns a Controller. c must read Secrets from the manager's cache.
@@ -149,14 +146,12 @@ func New(c client.Client, o Options) (*Controller, error) {
 	log := o.Logger.WithName("clusters")
 	reg := newRegistry(o.Engine, o.Clock)
 	ctl := &Controller{
-		client: c,
-		opts:   o,
-		log:    log,
-		reg:    reg,
-		reporter: &reporter{client: c, reg: reg, recorder: o.Recorder, interval: o.StatusInterval, clock: o.Clock,
-			lastWrite: map[types.NamespacedName]time.Time{}},
-		pendingCleanup:  map[types.NamespacedName]Deregistration{},
-		unknownReported: map[types.NamespacedName]string{},
+		client:         c,
+		opts:           o,
+		log:            log,
+		reg:            reg,
+		reporter:       newReporter(c, reg, o.Recorder, o.StatusInterval, o.Clock),
+		pendingCleanup: map[types.NamespacedName]Deregistration{},
 	}
 	ready := &readiness{engine: o.Engine, reg: reg, onObserve: o.OnObserve, enqueue: ctl.enqueue, log: log}
 	ctl.runtimes = &runtimes{

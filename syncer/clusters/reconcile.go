@@ -78,7 +78,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return c.refused(ctx, &s, cluster, re)
 	}
-	c.reportUnknownAnnotations(&s)
+	c.reporter.unknownAnnotations(&s)
 
 	if err := c.ensureFinalizer(ctx, &s); err != nil {
 		return reconcile.Result{}, err
@@ -185,7 +185,6 @@ func (c *Controller) secretGone(ctx context.Context, key types.NamespacedName) e
 func (c *Controller) forget(key types.NamespacedName) {
 	c.reg.forgetStatus(key)
 	c.reporter.forget(key)
-	delete(c.unknownReported, key)
 }
 
 // teardown stops a cluster's runtime and, if cleanup, forgets its
@@ -251,21 +250,4 @@ func (c *Controller) removeFinalizer(ctx context.Context, s *corev1.Secret) erro
 	controllerutil.RemoveFinalizer(s, registration.Finalizer)
 	err := c.client.Patch(ctx, s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	return client.IgnoreNotFound(err)
-}
-
-// reportUnknownAnnotations warns once per change about leafsync.io/
-// annotations nothing reads (most likely misspelt).
-func (c *Controller) reportUnknownAnnotations(s *corev1.Secret) {
-	key := client.ObjectKeyFromObject(s)
-	unknown := registration.UnknownAnnotations(s.Annotations)
-	joined := strings.Join(unknown, ",")
-	if c.unknownReported[key] == joined {
-		return
-	}
-	c.unknownReported[key] = joined
-	if len(unknown) == 0 {
-		return
-	}
-	c.reporter.event(s, corev1.EventTypeWarning, ReasonUnknownAnnotation, "Register", fmt.Sprintf(
-		"annotations %s are not read by leafsync (misspelt?); see docs/annotations.md for the supported ones", joined))
 }

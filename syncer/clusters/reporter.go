@@ -2,6 +2,8 @@ package clusters
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,9 +18,10 @@ import (
 
 // reporter writes what the Registry knows of a registration onto its
 // Secret: the status annotations, and an Event when the phase or reason
-// changes. Writes driven by the connection are spaced by interval, so a
-// flapping link does not turn into a stream of writes and Events. It is
-// used from the controller's single worker only, so it needs no lock.
+// changes, and a warning about annotations nothing reads. Writes driven by
+// the connection are spaced by interval, so a flapping link does not turn
+// into a stream of writes and Events. It is used from the controller's
+// single worker only, so it needs no lock.
 type reporter struct {
 	client   client.Client
 	reg      *Registry
@@ -28,6 +31,13 @@ type reporter struct {
 
 	// lastWrite is when each Secret's status annotations were last written.
 	lastWrite map[types.NamespacedName]time.Time
+	// unknownReported is the unknown-annotation list last reported per Secret.
+	unknownReported map[types.NamespacedName]string
+}
+
+func newReporter(c client.Client, reg *Registry, recorder events.EventRecorder, interval time.Duration, clk clock.PassiveClock) *reporter {
+	return &reporter{client: c, reg: reg, recorder: recorder, interval: interval, clock: clk,
+		lastWrite: map[types.NamespacedName]time.Time{}, unknownReported: map[types.NamespacedName]string{}}
 }
 
 // writeStatus brings the Secret's status annotations in line with the
@@ -79,6 +89,23 @@ func (w *reporter) writeStatus(ctx context.Context, s *corev1.Secret) (reconcile
 	return reconcile.Result{}, nil
 }
 
+// unknownAnnotations warns once per change about leafsync.io/
+// annotations nothing reads (most likely misspelt).
+func (w *reporter) unknownAnnotations(s *corev1.Secret) {
+	key := client.ObjectKeyFromObject(s)
+	unknown := registration.UnknownAnnotations(s.Annotations)
+	joined := strings.Join(unknown, ",")
+	if w.unknownReported[key] == joined {
+		return
+	}
+	w.unknownReported[key] = joined
+	if len(unknown) == 0 {
+		return
+	}
+	w.event(s, corev1.EventTypeWarning, ReasonUnknownAnnotation, "Register", fmt.Sprintf(
+		"annotations %s are not read by leafsync (misspelt?); see docs/annotations.md for the supported ones", joined))
+}
+
 var statusAnnotations = []string{
 	registration.AnnotationStatus, registration.AnnotationStatusReason,
 	registration.AnnotationStatusMessage, registration.AnnotationStatusTime,
@@ -102,7 +129,10 @@ func (w *reporter) clearStatus(ctx context.Context, s *corev1.Secret) error {
 }
 
 // forget drops what the reporter keeps about a Secret.
-func (w *reporter) forget(key types.NamespacedName) { delete(w.lastWrite, key) }
+func (w *reporter) forget(key types.NamespacedName) {
+	delete(w.lastWrite, key)
+	delete(w.unknownReported, key)
+}
 
 func (w *reporter) event(s *corev1.Secret, eventType, reason, action, msg string) {
 	w.recorder.Eventf(s, nil, eventType, reason, action, "%s", truncate(msg, 1000))

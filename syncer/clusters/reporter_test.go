@@ -32,7 +32,7 @@ func TestReporterSpacesWritesByInterval(t *testing.T) {
 	}).Build()
 	rec := &recorder{}
 	reg := newRegistry(fleet, clk)
-	w := &reporter{client: c, reg: reg, recorder: rec, interval: 5 * time.Second, clock: clk, lastWrite: map[types.NamespacedName]time.Time{}}
+	w := newReporter(c, reg, rec, 5*time.Second, clk)
 
 	write := func(reason string) (time.Duration, string) {
 		t.Helper()
