@@ -2,19 +2,23 @@ package clusters
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
-// Engine is the part of the hysteresis engine the registry drives;
-// *hysteresis.Fleet implements it. State is keyed by cluster name, so it
-// survives a reconnect (only the member runtime is replaced).
+// Engine is the part of the hysteresis engine the package drives;
+// *hysteresis.Fleet implements it. The Controller adds and removes
+// clusters, readiness feeds it observations, runtimes read each cluster's
+// probe interval, the Registry reads decisions. State is keyed by cluster
+// name, so it survives a reconnect (only the member runtime is replaced).
 type Engine interface {
 	Add(name string, o hysteresis.Overrides) error
 	Remove(name string)
@@ -95,25 +99,48 @@ type Deregistration struct {
 // idempotent; an error keeps the finalizer and the hook is retried.
 type CleanupFunc func(ctx context.Context, d Deregistration) error
 
-// entry is the runtime state of one registered cluster.
+// entry is what the registry knows of one registered cluster.
 type entry struct {
 	cluster    string
 	secret     types.NamespacedName
 	spec       *registration.Spec
 	active     *member.Runtime
 	generation int
-	conn       connection
+	// conn is what the last probe of the active runtime says.
+	conn connection
 	// invalid is set while the Secret's latest content is refused; the
 	// previous, valid spec keeps running.
 	invalid *registration.Error
-
-	pending       *member.Runtime
-	pendingSpec   *registration.Spec
-	pendingCancel func()
+	// reconnectingTo is the server of a new runtime being connected
+	// (make before break), empty when none is.
+	reconnectingTo string
 }
 
 func (e *entry) member() Member {
 	return Member{Spec: e.spec, Runtime: e.active, Generation: e.generation}
+}
+
+// status composes the current status of the Secret that owns e.
+func (e *entry) status() Status {
+	st := Status{
+		Cluster:    e.cluster,
+		Secret:     e.secret,
+		Phase:      e.conn.phase,
+		Reason:     e.conn.reason,
+		Message:    e.conn.message,
+		Server:     e.spec.Server,
+		LeafName:   e.spec.LeafName,
+		Generation: e.generation,
+	}
+	if e.reconnectingTo != "" {
+		st.Reason = ReasonReconnecting
+		st.Message = fmt.Sprintf("the kubeconfig changed; connecting to %s while the previous connection keeps serving", e.reconnectingTo)
+	}
+	if e.invalid != nil {
+		st.Reason = e.invalid.Reason
+		st.Message = "the Secret's current content is refused, so leafsync keeps using the previous kubeconfig: " + e.invalid.Message
+	}
+	return st
 }
 
 type hook struct {
@@ -125,8 +152,13 @@ type hook struct {
 // registration Secret. Other components use it to find a member's clients
 // and informers, read statuses, subscribe to changes, and hook into
 // deregistration. It is safe for concurrent use.
+//
+// Inside the package, the registration lifecycle (Controller, runtimes)
+// and readiness write to it only through the unexported methods in
+// registry_write.go; its lock is held by no one else.
 type Registry struct {
 	engine Engine
+	clock  clock.PassiveClock
 
 	mu       sync.Mutex
 	entries  map[string]*entry               // by cluster name
@@ -135,9 +167,10 @@ type Registry struct {
 	hooks    []hook
 }
 
-func newRegistry(engine Engine) *Registry {
+func newRegistry(engine Engine, clk clock.PassiveClock) *Registry {
 	return &Registry{
 		engine:   engine,
+		clock:    clk,
 		entries:  map[string]*entry{},
 		statuses: map[types.NamespacedName]Status{},
 		subs:     map[*Subscription]struct{}{},
@@ -241,111 +274,4 @@ func (r *Registry) hooksCopy() []hook {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]hook(nil), r.hooks...)
-}
-
-// Subscribe returns a subscription to registry events. Every member
-// registered at the time is replayed first as MemberAdded. Events are
-// queued without bound, so a slow subscriber never blocks leafsync; Close
-// the subscription when done.
-func (r *Registry) Subscribe() *Subscription {
-	s := &Subscription{r: r, signal: make(chan struct{}, 1), done: make(chan struct{}), out: make(chan Event)}
-	r.mu.Lock()
-	names := make([]string, 0, len(r.entries))
-	for n := range r.entries {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		e := r.entries[n]
-		s.queue = append(s.queue, Event{Type: MemberAdded, Cluster: n, Member: e.member()})
-	}
-	r.subs[s] = struct{}{}
-	r.mu.Unlock()
-	go s.pump()
-	s.notify()
-	return s
-}
-
-// publishLocked queues ev for every subscriber; r.mu must be held, which
-// keeps events in order.
-func (r *Registry) publishLocked(ev Event) {
-	for s := range r.subs {
-		s.push(ev)
-	}
-}
-
-// Subscription delivers registry events in order on Events().
-type Subscription struct {
-	r      *Registry
-	mu     sync.Mutex
-	queue  []Event
-	signal chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	out    chan Event
-}
-
-// Events returns the channel of events; it is closed after Close.
-func (s *Subscription) Events() <-chan Event { return s.out }
-
-// Each calls fn for every event, in order, until ctx ends or the
-// subscription is closed. fn runs on the caller's goroutine.
-func (s *Subscription) Each(ctx context.Context, fn func(Event)) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-s.Events():
-			if !ok {
-				return
-			}
-			fn(ev)
-		}
-	}
-}
-
-// Close ends the subscription.
-func (s *Subscription) Close() {
-	s.once.Do(func() {
-		s.r.mu.Lock()
-		delete(s.r.subs, s)
-		s.r.mu.Unlock()
-		close(s.done)
-	})
-}
-
-func (s *Subscription) push(ev Event) {
-	s.mu.Lock()
-	s.queue = append(s.queue, ev)
-	s.mu.Unlock()
-	s.notify()
-}
-
-func (s *Subscription) notify() {
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Subscription) pump() {
-	defer close(s.out)
-	for {
-		s.mu.Lock()
-		q := s.queue
-		s.queue = nil
-		s.mu.Unlock()
-		for _, ev := range q {
-			select {
-			case s.out <- ev:
-			case <-s.done:
-				return
-			}
-		}
-		select {
-		case <-s.signal:
-		case <-s.done:
-			return
-		}
-	}
 }

@@ -1,8 +1,6 @@
 package clusters
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -109,55 +107,4 @@ func isOKReason(r string) bool {
 		return true
 	}
 	return false
-}
-
-// connection is what the last probe of the active runtime says.
-type connection struct {
-	phase   Phase
-	reason  string
-	message string
-}
-
-// connectionFor turns a probe outcome into a phase, reason and message.
-func connectionFor(obs hysteresis.Observation, server string, secret types.NamespacedName) connection {
-	if obs.OK {
-		return connection{PhaseConnected, ReasonConnected, fmt.Sprintf("connected to %s", server)}
-	}
-	what := fmt.Sprintf("%s (server %s)", obs.Detail, server)
-	switch obs.Class {
-	case hysteresis.ClassAuth:
-		return connection{PhaseUnauthorized, ReasonUnauthorized, what + fmt.Sprintf(
-			". Put a valid token or client certificate in data.kubeconfig of Secret %s "+
-				"(`leafsync register --create-service-account` issues a long-lived ServiceAccount token) and check that it is bound to leafsync's ClusterRole in the member", secret)}
-	case hysteresis.ClassConfig:
-		if isTLSDetail(obs.Detail) {
-			return connection{PhaseMisconfigured, ReasonTLSError, what + fmt.Sprintf(
-				". Put the member's CA certificate in certificate-authority-data (and tls-server-name if the server's certificate names another host) in data.kubeconfig of Secret %s", secret)}
-		}
-		return connection{PhaseMisconfigured, ReasonMisconfigured, what + fmt.Sprintf(
-			". Check the server URL in data.kubeconfig of Secret %s: it must be the member's Kubernetes API server", secret)}
-	case hysteresis.ClassServer:
-		return connection{PhaseUnreachable, ReasonServerError, what +
-			". Check the member's control plane (API server, etcd); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
-	default:
-		return connection{PhaseUnreachable, ReasonUnreachable, what +
-			". Check that the server URL resolves and is reachable from leafsync's pod (DNS, firewall, NetworkPolicy, proxy); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
-	}
-}
-
-func isTLSDetail(d string) bool {
-	for _, s := range []string{"x509", "certificate", "tls:", "HTTP response to HTTPS"} {
-		if strings.Contains(d, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// truncate keeps messages within what Events and annotations hold well.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
