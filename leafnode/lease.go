@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -47,23 +48,33 @@ type Heartbeat struct {
 	// error that ended a round of retries. May be nil.
 	OnRenew func(lag time.Duration, err error)
 	Log     logr.Logger
+	// Clock schedules the renewals (nil: the real clock).
+	Clock clock.Clock
+}
+
+func (h *Heartbeat) clock() clock.Clock {
+	if h.Clock != nil {
+		return h.Clock
+	}
+	return clock.RealClock{}
 }
 
 // Run renews until ctx ends.
 func (h *Heartbeat) Run(ctx context.Context) {
-	due := time.Now()
+	clk := h.clock()
+	due := clk.Now()
 	for {
 		if h.ShouldRenew() {
 			h.renewUntil(ctx, due, due.Add(h.Interval))
 		}
 		due = due.Add(h.Interval)
-		if now := time.Now(); due.Before(now) {
+		if now := clk.Now(); due.Before(now) {
 			due = now // a renewal round overran; do not try to catch up in a burst
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Until(due)):
+		case <-clk.After(due.Sub(clk.Now())):
 		}
 	}
 }
@@ -71,12 +82,13 @@ func (h *Heartbeat) Run(ctx context.Context) {
 // renewUntil tries to renew, retrying with jitter until it succeeds or the
 // next renewal is due.
 func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
+	clk := h.clock()
 	backoff := 100 * time.Millisecond
 	for {
 		err := h.Renew(ctx)
 		if err == nil {
 			if h.OnRenew != nil {
-				h.OnRenew(time.Since(due), nil)
+				h.OnRenew(clk.Since(due), nil)
 			}
 			return
 		}
@@ -84,10 +96,10 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 			return
 		}
 		wait := backoff/2 + rand.N(backoff)
-		if time.Now().Add(wait).After(next) {
+		if clk.Now().Add(wait).After(next) {
 			h.Log.Error(err, "leaf lease renewal failed; retrying at the next interval", "leaf", h.Name)
 			if h.OnRenew != nil {
-				h.OnRenew(time.Since(due), err)
+				h.OnRenew(clk.Since(due), err)
 			}
 			return
 		}
@@ -95,7 +107,7 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-clk.After(wait):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -122,7 +134,7 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 			return notOwned(node, h.Cluster)
 		}
 	}
-	now := metav1.NowMicro()
+	now := metav1.NewMicroTime(h.clock().Now())
 	spec := coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(h.Name),
 		LeaseDurationSeconds: ptr.To(int32(h.Duration / time.Second)),

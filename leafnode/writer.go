@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 )
 
 // Writer applies a Desired state to the leaf Node in the host. It touches
@@ -48,7 +49,8 @@ type Writer struct {
 	// member pod created or deleted was a write of every leaf of that
 	// member. Zero: at once.
 	AllocatableEvery time.Duration
-	Now              func() time.Time
+	// Clock reads the time (nil: the real clock).
+	Clock clock.PassiveClock
 
 	// Deferred is, after a Sync that held back an allocatable-only change,
 	// how long until it may be written (0: nothing held back). The caller
@@ -128,8 +130,8 @@ func readySettled(node *corev1.Node) bool {
 }
 
 func (w *Writer) now() time.Time {
-	if w.Now != nil {
-		return w.Now()
+	if w.Clock != nil {
+		return w.Clock.Now()
 	}
 	return time.Now()
 }

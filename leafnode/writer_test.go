@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -28,8 +32,8 @@ func desired(st hysteresis.Status) Desired {
 func TestWriterWritesOnlyChanges(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Clock: clk}
 
 	unknown := desired(hysteresis.Status{State: hysteresis.Ready})
 	unknown.Capacity, unknown.Allocatable = nil, nil
@@ -45,7 +49,7 @@ func TestWriterWritesOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := w.Writes
-	now = now.Add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	if err := w.Sync(ctx, ready); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +95,8 @@ func hasTaintKey(n *corev1.Node, key string) bool {
 func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Clock: clk}
 	if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +129,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 	before, beforeStatus := w.Writes, statusWrites()
 	notReady := desired(hysteresis.Status{State: hysteresis.NotReady, Cordoned: true, Reason: hysteresis.ReasonNetworkFailure})
 	for i := 0; i < 10; i++ {
-		now = now.Add(5 * time.Second)
+		clk.Step(5 * time.Second)
 		if err := w.Sync(ctx, notReady); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +154,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(now) {
+	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(clk.Now()) {
 		t.Fatalf("Ready condition after recovery: %+v", c)
 	}
 }
@@ -205,8 +209,8 @@ func TestWriterNeverTouchesAForeignNode(t *testing.T) {
 func TestWriterCoalescesPodChurn(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Hour, AllocatableEvery: 10 * time.Second, Now: func() time.Time { return now }}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Hour, AllocatableEvery: 10 * time.Second, Clock: clk}
 	n1 := memberNode("n1", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
 	n2 := memberNode("n2", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
 	compute := func(st hysteresis.Status, nodes []*corev1.Node, podCPU ...string) Desired {
@@ -227,14 +231,14 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := w.Writes
-	now = now.Add(2 * time.Second)
+	clk.Step(2 * time.Second)
 	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1}, "1")); err != nil {
 		t.Fatal(err)
 	}
 	if w.Writes != base || w.Deferred != 8*time.Second || allocatable() != "4" {
 		t.Fatalf("a member pod started 2s after a write: %d writes, deferred %s, allocatable %s; want none, 8s, 4", w.Writes-base, w.Deferred, allocatable())
 	}
-	now = now.Add(8 * time.Second)
+	clk.Step(8 * time.Second)
 	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1}, "1", "500m")); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +246,7 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		t.Fatalf("due: %d writes, deferred %s, allocatable %s; want the latest written", w.Writes-base, w.Deferred, allocatable())
 	}
 	// A member node added is not held back.
-	now = now.Add(time.Second)
+	clk.Step(time.Second)
 	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1, n2}, "1", "500m")); err != nil {
 		t.Fatal(err)
 	}
@@ -250,11 +254,71 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		t.Fatalf("node added 1s after a write: %d writes, deferred %s, allocatable %s; want it written at once", w.Writes-base, w.Deferred, allocatable())
 	}
 	// Nor is a condition change, pods changing with it.
-	now = now.Add(time.Second)
-	if err := w.Sync(ctx, compute(hysteresis.Status{State: hysteresis.Suspect, Since: now}, []*corev1.Node{n1, n2}, "1")); err != nil {
+	clk.Step(time.Second)
+	if err := w.Sync(ctx, compute(hysteresis.Status{State: hysteresis.Suspect, Since: clk.Now()}, []*corev1.Node{n1, n2}, "1")); err != nil {
 		t.Fatal(err)
 	}
 	if w.Writes <= base+2 || w.Deferred != 0 || allocatable() != "7" {
 		t.Fatalf("condition change: %d writes, deferred %s, allocatable %s; want it written at once", w.Writes-base, w.Deferred, allocatable())
 	}
+}
+
+// The Lease is renewed every Interval while the engine says so, and not
+// while it says no; the schedule runs on the injected clock.
+func TestHeartbeatRenewsOnlyWhenTheEngineSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "l1", Labels: map[string]string{LabelCluster: "eu-1"}}}
+	client := fake.NewClientset(leaf)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var renew atomic.Bool
+	renew.Store(true)
+	renewed := make(chan time.Time, 10)
+	hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Interval: 10 * time.Second, Duration: 40 * time.Second,
+		Timeout: time.Second, Clock: clk, ShouldRenew: renew.Load, Log: logr.Discard(),
+		OnRenew: func(_ time.Duration, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			renewed <- clk.Now()
+		}}
+	done := make(chan struct{})
+	go func() { defer close(done); hb.Run(ctx) }()
+	waiting := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				t.Fatal("Run never waited for its next renewal")
+			}
+			runtime.Gosched()
+		}
+	}
+	start := clk.Now()
+	for i, want := range []time.Duration{0, 10 * time.Second, 30 * time.Second} {
+		select {
+		case at := <-renewed:
+			if !at.Equal(start.Add(want)) {
+				t.Fatalf("renewal %d at +%s, want +%s", i, at.Sub(start), want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("renewal %d never happened", i)
+		}
+		waiting()
+		if i == 1 { // the engine says no for one interval
+			renew.Store(false)
+			clk.Step(10 * time.Second)
+			waiting()
+			renew.Store(true)
+		}
+		if i < 2 {
+			clk.Step(10 * time.Second)
+		}
+	}
+	l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "leaf", metav1.GetOptions{})
+	if err != nil || !l.Spec.RenewTime.Time.Equal(start.Add(30*time.Second)) {
+		t.Fatalf("lease %+v, %v; want renewed at the fake clock's time", l, err)
+	}
+	cancel()
+	<-done
 }
