@@ -2,7 +2,6 @@ package leafnode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -13,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -26,6 +26,13 @@ import (
 // renewal has its own timeout, a failed renewal is retried at once with
 // jitter until the next one is due, and the lag between the intended and
 // the achieved renewal is reported.
+//
+// It is not k8s.io/component-helpers/apimachinery/lease, the kubelet's
+// lease controller: that one renews on a fixed timer with no way to skip a
+// renewal (the engine's decision would have to stop and restart it at every
+// transition), renews by a read-modify-write Update that a slow previous
+// renewal turns into a conflict and a re-read, and retries with a backoff
+// bounded only by its context, not by the next renewal's due time.
 type Heartbeat struct {
 	Client kubernetes.Interface
 	// Cluster the leaf stands for: the Lease of a Node that is not its leaf
@@ -50,6 +57,8 @@ type Heartbeat struct {
 	Log     logr.Logger
 	// Clock schedules the renewals (nil: the real clock).
 	Clock clock.Clock
+
+	leaseUID types.UID // of the Lease last seen; "" until it is looked up
 }
 
 func (h *Heartbeat) clock() clock.Clock {
@@ -113,9 +122,14 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 	}
 }
 
-// Renew sets the Lease's renewTime to now, creating the Lease if needed. A
-// merge patch carries no resourceVersion, so a renewal never fails on a
-// conflict with a previous, slow one.
+// Renew sets the Lease's renewTime to now, creating the Lease if needed.
+//
+// The renewal is a server-side apply of the Lease's spec, which leafsync
+// alone writes. It carries no resourceVersion, so it never fails on a
+// conflict with a previous, slow renewal. It does carry the Lease's UID, so
+// it never creates a Lease: a Lease that is gone, or was replaced, fails it
+// (and is looked up again at the next try), and a Lease is only ever made
+// by Create, after its Node was checked.
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
@@ -135,26 +149,33 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 		}
 	}
 	now := metav1.NewMicroTime(h.clock().Now())
-	spec := coordinationv1.LeaseSpec{
-		HolderIdentity:       ptr.To(h.Name),
-		LeaseDurationSeconds: ptr.To(int32(h.Duration / time.Second)),
-		RenewTime:            &now,
-	}
-	patch, err := json.Marshal(map[string]any{"spec": spec})
-	if err != nil {
-		return err
-	}
 	leases := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	_, err = leases.Patch(ctx, h.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	if !apierrors.IsNotFound(err) {
-		return err
+	if h.leaseUID == "" {
+		lease, err := leases.Get(ctx, h.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return h.create(ctx, now)
+		}
+		if err != nil {
+			return err
+		}
+		h.leaseUID = lease.UID
 	}
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: corev1.NamespaceNodeLease},
-		Spec:       spec,
+	apply := coordinationv1ac.Lease(h.Name, corev1.NamespaceNodeLease).WithUID(h.leaseUID).
+		WithSpec(coordinationv1ac.LeaseSpec().
+			WithHolderIdentity(h.Name).
+			WithLeaseDurationSeconds(int32(h.Duration / time.Second)).
+			WithRenewTime(now))
+	_, err := leases.Apply(ctx, apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+		h.leaseUID = "" // gone (Conflict) or replaced (its UID is immutable)
 	}
-	// Like a kubelet's, the Lease is owned by its Node, so it goes with it;
-	// no Node yet (the member was never reached), no Lease.
+	return err
+}
+
+// create makes the leaf's Lease, renewed at now. Like a kubelet's, the
+// Lease is owned by its Node, so it goes with it; no Node yet (the member
+// was never reached), no Lease.
+func (h *Heartbeat) create(ctx context.Context, now metav1.MicroTime) error {
 	node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -165,9 +186,21 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	if !Owns(node, h.Cluster) {
 		return notOwned(node, h.Cluster)
 	}
-	lease.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
-	}}
-	_, err = leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
-	return err
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: h.Name, Namespace: corev1.NamespaceNodeLease,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(h.Name),
+			LeaseDurationSeconds: ptr.To(int32(h.Duration / time.Second)),
+			RenewTime:            &now,
+		},
+	}
+	created, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return err
+	}
+	h.leaseUID = created.UID
+	return nil
 }

@@ -271,6 +271,14 @@ func findCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *
 
 // patchStatus writes leafsync's status fields with a strategic-merge patch:
 // conditions merge by type, so conditions of other actors are kept.
+//
+// It is not a server-side apply, because an apply removes every field its
+// manager applied before and leaves out now. While KCM owns the conditions
+// (see Writer) leafsync leaves them out: an apply would then remove its last
+// Ready=False before KCM marks it Unknown, or the lastHeartbeatTime KCM
+// keeps after. And a resource no member node offers any more is removed
+// here (null) whoever set it; an apply removes only its own, so a resource
+// another actor set would differ from the wanted status on every Sync.
 func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, now time.Time, heartbeat bool) error {
 	conds := make([]corev1.NodeCondition, 0, len(d.Conditions))
 	for _, c := range d.Conditions {
