@@ -128,8 +128,8 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 // alone writes. It carries no resourceVersion, so it never fails on a
 // conflict with a previous, slow renewal. It does carry the Lease's UID, so
 // it never creates a Lease: a Lease that is gone, or was replaced, fails it
-// (and is looked up again at the next try), and a Lease is only ever made
-// by Create, after its Node was checked.
+// and is looked up again, and a Lease is only ever made by Create, after
+// its Node was checked.
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
@@ -149,26 +149,31 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 		}
 	}
 	now := metav1.NewMicroTime(h.clock().Now())
-	leases := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	if h.leaseUID == "" {
-		lease, err := leases.Get(ctx, h.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return h.create(ctx, now)
-		}
-		if err != nil {
+	if h.leaseUID != "" {
+		err := h.apply(ctx, now)
+		if !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
 			return err
 		}
-		h.leaseUID = lease.UID
+		h.leaseUID = "" // the Lease is gone (Conflict) or was replaced (Invalid: a UID is immutable)
 	}
-	apply := coordinationv1ac.Lease(h.Name, corev1.NamespaceNodeLease).WithUID(h.leaseUID).
+	lease, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, h.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return h.create(ctx, now)
+	}
+	if err != nil {
+		return err
+	}
+	h.leaseUID = lease.UID
+	return h.apply(ctx, now)
+}
+
+func (h *Heartbeat) apply(ctx context.Context, now metav1.MicroTime) error {
+	lease := coordinationv1ac.Lease(h.Name, corev1.NamespaceNodeLease).WithUID(h.leaseUID).
 		WithSpec(coordinationv1ac.LeaseSpec().
 			WithHolderIdentity(h.Name).
 			WithLeaseDurationSeconds(int32(h.Duration / time.Second)).
 			WithRenewTime(now))
-	_, err := leases.Apply(ctx, apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
-		h.leaseUID = "" // gone (Conflict) or replaced (its UID is immutable)
-	}
+	_, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Apply(ctx, lease, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	return err
 }
 
