@@ -129,7 +129,7 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 // conflict with a previous, slow renewal. It does carry the Lease's UID, so
 // it never creates a Lease: a Lease that is gone, or was replaced, fails it
 // and is looked up again, and a Lease is only ever made by Create, after
-// its Node was checked.
+// its Node was checked. Renew is not for concurrent use (Run calls it).
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
