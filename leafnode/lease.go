@@ -2,7 +2,6 @@ package leafnode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -13,7 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -25,6 +26,13 @@ import (
 // renewal has its own timeout, a failed renewal is retried at once with
 // jitter until the next one is due, and the lag between the intended and
 // the achieved renewal is reported.
+//
+// It is not k8s.io/component-helpers/apimachinery/lease, the kubelet's
+// lease controller: that one renews on a fixed timer with no way to skip a
+// renewal (the engine's decision would have to stop and restart it at every
+// transition), renews by a read-modify-write Update that a slow previous
+// renewal turns into a conflict and a re-read, and retries with a backoff
+// bounded only by its context, not by the next renewal's due time.
 type Heartbeat struct {
 	Client kubernetes.Interface
 	// Cluster the leaf stands for: the Lease of a Node that is not its leaf
@@ -47,23 +55,35 @@ type Heartbeat struct {
 	// error that ended a round of retries. May be nil.
 	OnRenew func(lag time.Duration, err error)
 	Log     logr.Logger
+	// Clock schedules the renewals (nil: the real clock).
+	Clock clock.Clock
+
+	leaseUID types.UID // of the Lease last seen; "" until it is looked up
+}
+
+func (h *Heartbeat) clock() clock.Clock {
+	if h.Clock != nil {
+		return h.Clock
+	}
+	return clock.RealClock{}
 }
 
 // Run renews until ctx ends.
 func (h *Heartbeat) Run(ctx context.Context) {
-	due := time.Now()
+	clk := h.clock()
+	due := clk.Now()
 	for {
 		if h.ShouldRenew() {
 			h.renewUntil(ctx, due, due.Add(h.Interval))
 		}
 		due = due.Add(h.Interval)
-		if now := time.Now(); due.Before(now) {
+		if now := clk.Now(); due.Before(now) {
 			due = now // a renewal round overran; do not try to catch up in a burst
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Until(due)):
+		case <-clk.After(due.Sub(clk.Now())):
 		}
 	}
 }
@@ -71,12 +91,13 @@ func (h *Heartbeat) Run(ctx context.Context) {
 // renewUntil tries to renew, retrying with jitter until it succeeds or the
 // next renewal is due.
 func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
+	clk := h.clock()
 	backoff := 100 * time.Millisecond
 	for {
 		err := h.Renew(ctx)
 		if err == nil {
 			if h.OnRenew != nil {
-				h.OnRenew(time.Since(due), nil)
+				h.OnRenew(clk.Since(due), nil)
 			}
 			return
 		}
@@ -84,10 +105,10 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 			return
 		}
 		wait := backoff/2 + rand.N(backoff)
-		if time.Now().Add(wait).After(next) {
+		if clk.Now().Add(wait).After(next) {
 			h.Log.Error(err, "leaf lease renewal failed; retrying at the next interval", "leaf", h.Name)
 			if h.OnRenew != nil {
-				h.OnRenew(time.Since(due), err)
+				h.OnRenew(clk.Since(due), err)
 			}
 			return
 		}
@@ -95,15 +116,20 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-clk.After(wait):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
-// Renew sets the Lease's renewTime to now, creating the Lease if needed. A
-// merge patch carries no resourceVersion, so a renewal never fails on a
-// conflict with a previous, slow one.
+// Renew sets the Lease's renewTime to now, creating the Lease if needed.
+//
+// The renewal is a server-side apply of the Lease's spec, which leafsync
+// alone writes. It carries no resourceVersion, so it never fails on a
+// conflict with a previous, slow renewal. It does carry the Lease's UID, so
+// it never creates a Lease: a Lease that is gone, or was replaced, fails it
+// and is looked up again, and a Lease is only ever made by Create, after
+// its Node was checked. Renew is not for concurrent use (Run calls it).
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
@@ -122,27 +148,39 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 			return notOwned(node, h.Cluster)
 		}
 	}
-	now := metav1.NowMicro()
-	spec := coordinationv1.LeaseSpec{
-		HolderIdentity:       ptr.To(h.Name),
-		LeaseDurationSeconds: ptr.To(int32(h.Duration / time.Second)),
-		RenewTime:            &now,
+	now := metav1.NewMicroTime(h.clock().Now())
+	if h.leaseUID != "" {
+		err := h.apply(ctx, now)
+		if !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+			return err
+		}
+		h.leaseUID = "" // the Lease is gone (Conflict) or was replaced (Invalid: a UID is immutable)
 	}
-	patch, err := json.Marshal(map[string]any{"spec": spec})
+	lease, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, h.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return h.create(ctx, now)
+	}
 	if err != nil {
 		return err
 	}
-	leases := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	_, err = leases.Patch(ctx, h.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: corev1.NamespaceNodeLease},
-		Spec:       spec,
-	}
-	// Like a kubelet's, the Lease is owned by its Node, so it goes with it;
-	// no Node yet (the member was never reached), no Lease.
+	h.leaseUID = lease.UID
+	return h.apply(ctx, now)
+}
+
+func (h *Heartbeat) apply(ctx context.Context, now metav1.MicroTime) error {
+	lease := coordinationv1ac.Lease(h.Name, corev1.NamespaceNodeLease).WithUID(h.leaseUID).
+		WithSpec(coordinationv1ac.LeaseSpec().
+			WithHolderIdentity(h.Name).
+			WithLeaseDurationSeconds(int32(h.Duration / time.Second)).
+			WithRenewTime(now))
+	_, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Apply(ctx, lease, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	return err
+}
+
+// create makes the leaf's Lease, renewed at now. Like a kubelet's, the
+// Lease is owned by its Node, so it goes with it; no Node yet (the member
+// was never reached), no Lease.
+func (h *Heartbeat) create(ctx context.Context, now metav1.MicroTime) error {
 	node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -153,9 +191,21 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	if !Owns(node, h.Cluster) {
 		return notOwned(node, h.Cluster)
 	}
-	lease.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
-	}}
-	_, err = leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
-	return err
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: h.Name, Namespace: corev1.NamespaceNodeLease,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(h.Name),
+			LeaseDurationSeconds: ptr.To(int32(h.Duration / time.Second)),
+			RenewTime:            &now,
+		},
+	}
+	created, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return err
+	}
+	h.leaseUID = created.UID
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 )
 
 // Writer applies a Desired state to the leaf Node in the host. It touches
@@ -48,7 +49,8 @@ type Writer struct {
 	// member pod created or deleted was a write of every leaf of that
 	// member. Zero: at once.
 	AllocatableEvery time.Duration
-	Now              func() time.Time
+	// Clock reads the time (nil: the real clock).
+	Clock clock.PassiveClock
 
 	// Deferred is, after a Sync that held back an allocatable-only change,
 	// how long until it may be written (0: nothing held back). The caller
@@ -128,8 +130,8 @@ func readySettled(node *corev1.Node) bool {
 }
 
 func (w *Writer) now() time.Time {
-	if w.Now != nil {
-		return w.Now()
+	if w.Clock != nil {
+		return w.Clock.Now()
 	}
 	return time.Now()
 }
@@ -269,6 +271,14 @@ func findCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *
 
 // patchStatus writes leafsync's status fields with a strategic-merge patch:
 // conditions merge by type, so conditions of other actors are kept.
+//
+// It is not a server-side apply, because an apply removes every field its
+// manager applied before and leaves out now. While KCM owns the conditions
+// (see Writer) leafsync leaves them out: an apply would then remove its last
+// Ready=False before KCM marks it Unknown, or the lastHeartbeatTime KCM
+// keeps after. And a resource no member node offers any more is removed
+// here (null) whoever set it; an apply removes only its own, so a resource
+// another actor set would differ from the wanted status on every Sync.
 func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, now time.Time, heartbeat bool) error {
 	conds := make([]corev1.NodeCondition, 0, len(d.Conditions))
 	for _, c := range d.Conditions {

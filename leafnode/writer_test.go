@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -28,8 +29,8 @@ func desired(st hysteresis.Status) Desired {
 func TestWriterWritesOnlyChanges(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Clock: clk}
 
 	unknown := desired(hysteresis.Status{State: hysteresis.Ready})
 	unknown.Capacity, unknown.Allocatable = nil, nil
@@ -45,7 +46,7 @@ func TestWriterWritesOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := w.Writes
-	now = now.Add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	if err := w.Sync(ctx, ready); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +92,8 @@ func hasTaintKey(n *corev1.Node, key string) bool {
 func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Now: func() time.Time { return now }}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Clock: clk}
 	if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 	before, beforeStatus := w.Writes, statusWrites()
 	notReady := desired(hysteresis.Status{State: hysteresis.NotReady, Cordoned: true, Reason: hysteresis.ReasonNetworkFailure})
 	for i := 0; i < 10; i++ {
-		now = now.Add(5 * time.Second)
+		clk.Step(5 * time.Second)
 		if err := w.Sync(ctx, notReady); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(now) {
+	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(clk.Now()) {
 		t.Fatalf("Ready condition after recovery: %+v", c)
 	}
 }
@@ -205,8 +206,8 @@ func TestWriterNeverTouchesAForeignNode(t *testing.T) {
 func TestWriterCoalescesPodChurn(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Hour, AllocatableEvery: 10 * time.Second, Now: func() time.Time { return now }}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Hour, AllocatableEvery: 10 * time.Second, Clock: clk}
 	n1 := memberNode("n1", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
 	n2 := memberNode("n2", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
 	compute := func(st hysteresis.Status, nodes []*corev1.Node, podCPU ...string) Desired {
@@ -227,14 +228,14 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := w.Writes
-	now = now.Add(2 * time.Second)
+	clk.Step(2 * time.Second)
 	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1}, "1")); err != nil {
 		t.Fatal(err)
 	}
 	if w.Writes != base || w.Deferred != 8*time.Second || allocatable() != "4" {
 		t.Fatalf("a member pod started 2s after a write: %d writes, deferred %s, allocatable %s; want none, 8s, 4", w.Writes-base, w.Deferred, allocatable())
 	}
-	now = now.Add(8 * time.Second)
+	clk.Step(8 * time.Second)
 	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1}, "1", "500m")); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		t.Fatalf("due: %d writes, deferred %s, allocatable %s; want the latest written", w.Writes-base, w.Deferred, allocatable())
 	}
 	// A member node added is not held back.
-	now = now.Add(time.Second)
+	clk.Step(time.Second)
 	if err := w.Sync(ctx, compute(ready, []*corev1.Node{n1, n2}, "1", "500m")); err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +251,8 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		t.Fatalf("node added 1s after a write: %d writes, deferred %s, allocatable %s; want it written at once", w.Writes-base, w.Deferred, allocatable())
 	}
 	// Nor is a condition change, pods changing with it.
-	now = now.Add(time.Second)
-	if err := w.Sync(ctx, compute(hysteresis.Status{State: hysteresis.Suspect, Since: now}, []*corev1.Node{n1, n2}, "1")); err != nil {
+	clk.Step(time.Second)
+	if err := w.Sync(ctx, compute(hysteresis.Status{State: hysteresis.Suspect, Since: clk.Now()}, []*corev1.Node{n1, n2}, "1")); err != nil {
 		t.Fatal(err)
 	}
 	if w.Writes <= base+2 || w.Deferred != 0 || allocatable() != "7" {

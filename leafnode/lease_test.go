@@ -1,0 +1,75 @@
+package leafnode
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// The Lease is renewed every Interval while the engine says so, and not
+// while it says no; the schedule runs on the injected clock.
+func TestHeartbeatRenewsOnlyWhenTheEngineSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "l1", Labels: map[string]string{LabelCluster: "eu-1"}}}
+	client := fake.NewClientset(leaf)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var renew atomic.Bool
+	renew.Store(true)
+	renewed := make(chan time.Time, 10)
+	hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Interval: 10 * time.Second, Duration: 40 * time.Second,
+		Timeout: time.Second, Clock: clk, ShouldRenew: renew.Load, Log: logr.Discard(),
+		OnRenew: func(_ time.Duration, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			renewed <- clk.Now()
+		}}
+	done := make(chan struct{})
+	go func() { defer close(done); hb.Run(ctx) }()
+	waiting := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				t.Fatal("Run never waited for its next renewal")
+			}
+			runtime.Gosched()
+		}
+	}
+	start := clk.Now()
+	for i, want := range []time.Duration{0, 10 * time.Second, 30 * time.Second} {
+		select {
+		case at := <-renewed:
+			if !at.Equal(start.Add(want)) {
+				t.Fatalf("renewal %d at +%s, want +%s", i, at.Sub(start), want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("renewal %d never happened", i)
+		}
+		waiting()
+		if i == 1 { // the engine says no for one interval
+			renew.Store(false)
+			clk.Step(10 * time.Second)
+			waiting()
+			renew.Store(true)
+		}
+		if i < 2 {
+			clk.Step(10 * time.Second)
+		}
+	}
+	l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "leaf", metav1.GetOptions{})
+	if err != nil || !l.Spec.RenewTime.Time.Equal(start.Add(30*time.Second)) {
+		t.Fatalf("lease %+v, %v; want renewed at the fake clock's time", l, err)
+	}
+	cancel()
+	<-done
+}
