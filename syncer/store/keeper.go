@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 // KeeperOptions tune a Keeper; zero values take the defaults.
@@ -720,21 +722,27 @@ func (k *Keeper) called(op, cluster string, start time.Time, err error) {
 	}
 }
 
+// mergeStates merges a record changed by an older writer since this Keeper
+// last knew it (base) with the store's version (theirs) and memory (mine).
+// The hysteresis snapshot is mine: the current leader's engine decides, and
+// it was restored from the store before its first probe; theirs is kept only
+// if this Keeper has none yet. Pending deletes merge by pod sync's rule
+// (deletes.Merge), so an owed delete a dying leader recorded is never lost.
+func mergeStates(base, theirs, mine ClusterState) ClusterState {
+	out := clone(mine)
+	if len(out.Hysteresis) == 0 && len(theirs.Hysteresis) > 0 {
+		out.Hysteresis = append([]byte(nil), theirs.Hysteresis...)
+	}
+	out.Deletes = deletes.Merge(base.Deletes, theirs.Deletes, mine.Deletes)
+	return out
+}
+
 func clone(st ClusterState) ClusterState {
 	out := st
 	out.Hysteresis = append([]byte(nil), st.Hysteresis...)
 	if len(out.Hysteresis) == 0 {
 		out.Hysteresis = nil
 	}
-	if st.Deletes != nil {
-		out.Deletes = make([]PendingDelete, len(st.Deletes))
-		for i, d := range st.Deletes {
-			if d.GracePeriodSeconds != nil {
-				g := *d.GracePeriodSeconds
-				d.GracePeriodSeconds = &g
-			}
-			out.Deletes[i] = d
-		}
-	}
+	out.Deletes = deletes.Clone(st.Deletes)
 	return out
 }

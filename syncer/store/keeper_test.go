@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -89,12 +90,12 @@ func (f *faultStore) Term(ctx context.Context) (uint64, error) {
 
 var errDown = fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 
-func owed(name string) store.PendingDelete {
-	return store.PendingDelete{Kind: store.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
+func owed(name string) deletes.PendingDelete {
+	return deletes.PendingDelete{Kind: deletes.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
 		Cause: "DeletionByTaintManager", Since: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 }
 
-func names(ds []store.PendingDelete) []string {
+func names(ds []deletes.PendingDelete) []string {
 	var out []string
 	for _, d := range ds {
 		out = append(out, d.Name)
@@ -155,7 +156,7 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	runKeeper(t, k)
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
 	f.fail(errDown)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	waitFor(t, "a failed write", func() bool { return k.Stats().Errors > 0 })
 	if k.Health() == nil {
 		t.Fatal("Health is nil while the store is down")
@@ -163,7 +164,7 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	// Changes while the store is down stay in memory, readable at once.
 	for i := range 50 {
 		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint("q", i))) })
-		k.Update("b", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed(fmt.Sprint("b", i))} })
+		k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed(fmt.Sprint("b", i))} })
 	}
 	if got := len(k.State("a").Deletes); got != 51 {
 		t.Fatalf("memory holds %d deletes, want 51", got)
@@ -198,7 +199,7 @@ func TestKeeperFencedByNewerWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
 	old.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"by":"old"}`)
-		st.Deletes = []store.PendingDelete{owed("p0"), owed("p1")}
+		st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")}
 	})
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -253,7 +254,7 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	// before the new one has claimed the record (taken its term, written
 	// the record back), so no conflict for the old one.
 	old.Update("a", func(st *store.ClusterState) {
-		st.Deletes = []store.PendingDelete{owed("p1"), owed("p2")}
+		st.Deletes = []deletes.PendingDelete{owed("p1"), owed("p2")}
 	})
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -292,7 +293,7 @@ func TestKeeperLostReply(t *testing.T) {
 	m := store.NewMemory()
 	f := &faultStore{Store: m}
 	k := store.NewKeeper(f, testr.New(t))
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	f.loseReply = true
 	if err := k.Flush(ctx); err == nil {
 		t.Fatal("flush with a lost reply succeeded")
@@ -312,7 +313,7 @@ func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 	prev := store.NewKeeper(m, testr.New(t))
 	prev.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"saved":true}`)
-		st.Deletes = []store.PendingDelete{owed("saved")}
+		st.Deletes = []deletes.PendingDelete{owed("saved")}
 	})
 	if err := prev.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -338,7 +339,7 @@ func TestKeeperForget(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	k := store.NewKeeper(m, testr.New(t))
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p")} })
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p")} })
 	if err := k.FlushCluster(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestKeeperForget(t *testing.T) {
 	}
 	// A record this Keeper never read is deleted too.
 	other := store.NewKeeper(m, testr.New(t))
-	other.Update("b", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("q")} })
+	other.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("q")} })
 	if err := other.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "me"})
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p0")} })
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p0"), owed("p1")} })
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +499,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	}
 	// The old leader, resumed with stale memory, drops p0: fenced, nothing
 	// written, and CheckWriter says so before it deletes anything.
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("old writer's flush after the claim: %v, want ErrFenced", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -135,7 +136,7 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	m := store.NewMemory()
 	prev := startSim(t, m, fc, store.PersisterOptions{}, "a", "b")
 	prev.run("a", down(10*time.Second, time.Hour), 0, 20*time.Second, time.Second, 0)
-	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("owed-before-restart")} })
+	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("owed-before-restart")} })
 	if err := prev.keeper.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -260,8 +261,8 @@ func sample(cluster string, n int) store.ClusterState {
 	}
 	grace := int64(30)
 	for i := range n {
-		st.Deletes = append(st.Deletes, store.PendingDelete{
-			Kind: store.Owed, Namespace: "workload", Name: fmt.Sprintf("web-%d", i),
+		st.Deletes = append(st.Deletes, deletes.PendingDelete{
+			Kind: deletes.Owed, Namespace: "workload", Name: fmt.Sprintf("web-%d", i),
 			HostUID: fmt.Sprintf("0b5c1d8e-%04d-4c52-9e1e-6f1c2a3b4c5d", i), Cause: "DeletionByTaintManager",
 			Owner: "ReplicaSet/web-5d9c7", Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), GracePeriodSeconds: &grace,
 		})
