@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -25,7 +26,7 @@ func (downStore) NextTerm(context.Context) (uint64, error) { return 0, errRefuse
 func TestStateCheckIsADetail(t *testing.T) {
 	fleet, _ := hysteresis.NewFleet(hysteresis.DefaultFleetConfig())
 	k := store.NewKeeper(downStore{store.NewMemory()}, logr.Discard())
-	s := &state{keeper: k, persister: store.NewPersister(fleet, k, store.PersisterOptions{}), log: logr.Discard()}
+	s := &state{keeper: k, persister: enginestate.New(fleet, k, enginestate.Options{}), log: logr.Discard()}
 	aggregate := httptest.NewRequest("GET", "/", nil) // /readyz, prefix stripped
 	own := httptest.NewRequest("GET", "/"+StateCheckName, nil)
 	if err := s.check(own); err != nil {

@@ -58,7 +58,7 @@ type CallEvent struct {
 // store's term: a newer term means a newer leader took over, and this Keeper
 // stops writing (ErrFenced) instead of overwriting it; otherwise the record
 // was changed by an older writer (or by this one, when a reply was lost),
-// and the Keeper merges it (see merge.go) and writes again.
+// and the Keeper merges it (mergeStates) and writes again.
 type Keeper struct {
 	store Store
 	log   logr.Logger
@@ -228,6 +228,13 @@ func (k *Keeper) absorbLocked(cluster string, st ClusterState, v Version) {
 		e.seq++
 		k.signal()
 	}
+}
+
+// Preloaded reports whether Preload has read every record.
+func (k *Keeper) Preloaded() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.preloaded
 }
 
 // CheckWriter confirms, with one read of the store's term, that this Keeper

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,81 +13,8 @@ import (
 
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/store/storetest"
 )
-
-// faultStore wraps a Store: calls fail with err while it is set, and may
-// lose the reply of the next successful Put.
-type faultStore struct {
-	store.Store
-	mu        sync.Mutex
-	err       error
-	loseReply bool
-	calls     atomic.Int64
-}
-
-func (f *faultStore) fail(err error) {
-	f.mu.Lock()
-	f.err = err
-	f.mu.Unlock()
-}
-
-func (f *faultStore) check() error {
-	f.calls.Add(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
-}
-
-func (f *faultStore) Get(ctx context.Context, c string) (store.ClusterState, store.Version, error) {
-	if err := f.check(); err != nil {
-		return store.ClusterState{}, "", err
-	}
-	return f.Store.Get(ctx, c)
-}
-
-func (f *faultStore) Put(ctx context.Context, c string, st store.ClusterState, v store.Version) (store.Version, error) {
-	if err := f.check(); err != nil {
-		return "", err
-	}
-	nv, err := f.Store.Put(ctx, c, st, v)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil && f.loseReply {
-		f.loseReply = false
-		return "", fmt.Errorf("%w: reply lost", store.ErrUnavailable)
-	}
-	return nv, err
-}
-
-func (f *faultStore) Delete(ctx context.Context, c string, v store.Version) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.Delete(ctx, c, v)
-}
-
-func (f *faultStore) Scan(ctx context.Context) ([]store.Record, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	return f.Store.Scan(ctx)
-}
-
-func (f *faultStore) NextTerm(ctx context.Context) (uint64, error) {
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	return f.Store.NextTerm(ctx)
-}
-
-func (f *faultStore) Term(ctx context.Context) (uint64, error) {
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	return f.Store.Term(ctx)
-}
-
-var errDown = fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 
 func owed(name string) deletes.PendingDelete {
 	return deletes.PendingDelete{Kind: deletes.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
@@ -151,11 +77,11 @@ func TestKeeperCoalescesChanges(t *testing.T) {
 
 func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	m := store.NewMemory()
-	f := &faultStore{Store: m}
+	f := &storetest.Faulty{Store: m}
 	k := store.NewKeeper(f, testr.New(t), store.KeeperOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Coalesce: time.Millisecond})
 	runKeeper(t, k)
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
-	f.fail(errDown)
+	f.Fail(storetest.ErrDown)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	waitFor(t, "a failed write", func() bool { return k.Stats().Errors > 0 })
 	if k.Health() == nil {
@@ -169,9 +95,9 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	if got := len(k.State("a").Deletes); got != 51 {
 		t.Fatalf("memory holds %d deletes, want 51", got)
 	}
-	before := f.calls.Load()
+	before := f.Calls()
 	time.Sleep(time.Second)
-	calls := f.calls.Load() - before
+	calls := f.Calls() - before
 	// Backoff 20ms→200ms: about a dozen attempts in a second (each of at
 	// most two clusters), not one per change.
 	if calls > 40 {
@@ -182,7 +108,7 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 		t.Errorf("stats while down: %+v", st)
 	}
 	t.Logf("store down: %d calls in 1s, stats %+v, health: %v", calls, st, k.Health())
-	f.fail(nil)
+	f.Fail(nil)
 	waitFor(t, "written after recovery", func() bool { return k.Pending() == 0 })
 	if got := len(mustGet(t, m, "a").Deletes); got != 51 {
 		t.Fatalf("record of a holds %d deletes after recovery, want 51", got)
@@ -291,10 +217,10 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 func TestKeeperLostReply(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	f := &faultStore{Store: m}
+	f := &storetest.Faulty{Store: m}
 	k := store.NewKeeper(f, testr.New(t))
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
-	f.loseReply = true
+	f.LoseReply()
 	if err := k.Flush(ctx); err == nil {
 		t.Fatal("flush with a lost reply succeeded")
 	}

@@ -8,16 +8,16 @@
 // read (a resourceVersion, an etcd mod revision): a replica that lost the
 // lead gets ErrConflict and never silently overwrites its successor.
 //
-// Three parts:
+// Two parts:
 //   - Store: a backend (Memory here; kubestore and etcdstore in
 //     sub-packages). Get/Put/Delete/Scan of records, plus a writer term.
 //   - Keeper: the one writer per process. Components change state in memory
 //     (Update) and read it (State); the Keeper writes in the background,
 //     coalescing, retrying with backoff, fenced by its term.
-//   - Persister: decides when the hysteresis engine's snapshot of a cluster
-//     is worth writing (transitions, and checkpoints of a failure streak in
-//     progress, never once per probe), and restores it before the cluster's
-//     first probe after a restart.
+//
+// What goes into a record is decided by its owners: syncer/enginestate
+// writes the engine's snapshot, pod sync its pending deletes
+// (syncer/podsync/deletes).
 //
 // See docs/state-store.md.
 package store

@@ -1,4 +1,4 @@
-package store_test
+package enginestate_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -19,7 +20,7 @@ type sim struct {
 	tb     testing.TB
 	fleet  *hysteresis.Fleet
 	keeper *store.Keeper
-	p      *store.Persister
+	p      *enginestate.Persister
 	s      store.Store
 	// notReadyAt is the engine time of the first move to NotReady.
 	notReadyAt map[string]time.Time
@@ -39,7 +40,7 @@ func testFleetConfig() hysteresis.FleetConfig {
 }
 
 // startSim starts a process: it restores every cluster before observing.
-func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po store.PersisterOptions, clusters ...string) *sim {
+func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po enginestate.Options, clusters ...string) *sim {
 	tb.Helper()
 	f, err := hysteresis.NewFleet(fc)
 	if err != nil {
@@ -47,7 +48,7 @@ func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po store.
 	}
 	k := store.NewKeeper(s, logr.Discard())
 	po.Logger = logr.Discard()
-	x := &sim{tb: tb, fleet: f, keeper: k, p: store.NewPersister(f, k, po), s: s,
+	x := &sim{tb: tb, fleet: f, keeper: k, p: enginestate.New(f, k, po), s: s,
 		notReadyAt: map[string]time.Time{}, everReady: map[string]bool{}}
 	for _, c := range clusters {
 		if err := f.Add(c, hysteresis.Overrides{}); err != nil {
