@@ -32,8 +32,11 @@ func TestStateCheckIsADetail(t *testing.T) {
 	if err := s.check(own); err != nil {
 		t.Fatalf("healthy store reported: %v", err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
 	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{}`) })
-	if err := k.Flush(context.Background()); !errors.Is(err, store.ErrUnavailable) {
+	if err := k.Flush(ctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("flush: %v", err)
 	}
 	if err := s.check(aggregate); err != nil {

@@ -151,7 +151,7 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	f := &storetest.Faulty{Store: m}
 	f.Fail(storetest.ErrDown)
 	fleet, _ := hysteresis.NewFleet(fc)
-	k := store.NewKeeper(f, logr.Discard(), store.KeeperOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	k := runKeeper(t, f, store.KeeperOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	p := enginestate.New(fleet, k, enginestate.Options{RestoreTimeout: 300 * time.Millisecond})
 	for i, c := range []string{"a", "b"} {
 		_ = fleet.Add(c, hysteresis.Overrides{})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/enginestate"
@@ -46,7 +47,7 @@ func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po engine
 	if err != nil {
 		tb.Fatal(err)
 	}
-	k := store.NewKeeper(s, logr.Discard())
+	k := runKeeper(tb, s, store.KeeperOptions{})
 	po.Logger = logr.Discard()
 	x := &sim{tb: tb, fleet: f, keeper: k, p: enginestate.New(f, k, po), s: s,
 		notReadyAt: map[string]time.Time{}, everReady: map[string]bool{}}
@@ -59,6 +60,18 @@ func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po engine
 		}
 	}
 	return x
+}
+
+// runKeeper runs a Keeper until the test ends, on a fake clock that never
+// moves: it writes on explicit flushes only.
+func runKeeper(tb testing.TB, s store.Store, o store.KeeperOptions) *store.Keeper {
+	o.Clock = clocktesting.NewFakeClock(time.Now())
+	k := store.NewKeeper(s, logr.Discard(), o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	return k
 }
 
 func (x *sim) observe(c string, at time.Time, ok bool) hysteresis.Status {

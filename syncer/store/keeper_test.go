@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
@@ -37,6 +37,21 @@ func runKeeper(t *testing.T, k *store.Keeper) context.CancelFunc {
 	return cancel
 }
 
+// startKeeper runs a Keeper on a fake clock that the test moves: changes
+// are written by explicit flushes only, unless the test moves the clock past
+// the coalescing delay or a backoff.
+func startKeeper(t *testing.T, s store.Store, opts ...store.KeeperOptions) (*store.Keeper, *clocktesting.FakeClock) {
+	var o store.KeeperOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	o.Clock = clk
+	k := store.NewKeeper(s, testr.New(t), o)
+	runKeeper(t, k)
+	return k, clk
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -59,35 +74,43 @@ func mustGet(t *testing.T, s store.Store, c string) store.ClusterState {
 
 func TestKeeperCoalescesChanges(t *testing.T) {
 	m := store.NewMemory()
-	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Coalesce: 100 * time.Millisecond})
-	runKeeper(t, k)
+	k, clk := startKeeper(t, m, store.KeeperOptions{Coalesce: 100 * time.Millisecond})
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
 	for i := range 200 {
 		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint(i))) })
 	}
+	clk.Step(99 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	if m.Puts() != 0 {
+		t.Fatalf("%d write(s) before the coalescing delay passed", m.Puts())
+	}
+	clk.Step(time.Millisecond)
 	waitFor(t, "written", func() bool { return k.Pending() == 0 })
 	if got := len(mustGet(t, m, "a").Deletes); got != 200 {
 		t.Fatalf("record holds %d deletes, want 200", got)
 	}
-	if m.Puts() > 3 {
-		t.Errorf("200 changes made %d writes, want them coalesced (≤3)", m.Puts())
+	if m.Puts() != 1 {
+		t.Errorf("200 changes made %d writes, want them coalesced into 1", m.Puts())
 	}
-	t.Logf("200 changes in a burst: %d write(s)", m.Puts())
 }
 
 func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	m := store.NewMemory()
 	f := &storetest.Faulty{Store: m}
-	k := store.NewKeeper(f, testr.New(t), store.KeeperOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Coalesce: time.Millisecond})
-	runKeeper(t, k)
+	const minBackoff, maxBackoff = 20 * time.Millisecond, 200 * time.Millisecond
+	k, clk := startKeeper(t, f, store.KeeperOptions{MinBackoff: minBackoff, MaxBackoff: maxBackoff, Coalesce: time.Millisecond})
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
 	f.Fail(storetest.ErrDown)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
-	waitFor(t, "a failed write", func() bool { return k.Stats().Errors > 0 })
+	k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("b")} })
+	clk.Step(time.Millisecond)
+	waitFor(t, "failed writes", func() bool { return k.Stats().Errors == 2 })
 	if k.Health() == nil {
 		t.Fatal("Health is nil while the store is down")
 	}
-	// Changes while the store is down stay in memory, readable at once.
+	// Changes while the store is down stay in memory, readable at once,
+	// and wait for their cluster's retry instead of writing again.
+	before := f.Calls()
 	for i := range 50 {
 		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint("q", i))) })
 		k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed(fmt.Sprint("b", i))} })
@@ -95,12 +118,19 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	if got := len(k.State("a").Deletes); got != 51 {
 		t.Fatalf("memory holds %d deletes, want 51", got)
 	}
-	before := f.Calls()
-	time.Sleep(time.Second)
+	clk.Step(minBackoff/2 - 2*time.Millisecond) // past the coalescing delay, before any retry
+	time.Sleep(50 * time.Millisecond)
+	if n := f.Calls() - before; n != 0 {
+		t.Fatalf("%d store calls for changes made while backing off, want none before the retry", n)
+	}
+	// A second of store time: backoff 20ms→200ms is about seven attempts
+	// a cluster, not one per change or per step.
+	for range 100 {
+		clk.Step(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
 	calls := f.Calls() - before
-	// Backoff 20ms→200ms: about a dozen attempts in a second (each of at
-	// most two clusters), not one per change.
-	if calls > 40 {
+	if calls > 20 {
 		t.Errorf("%d store calls in 1s while down: not backing off", calls)
 	}
 	st := k.Stats()
@@ -109,7 +139,10 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	}
 	t.Logf("store down: %d calls in 1s, stats %+v, health: %v", calls, st, k.Health())
 	f.Fail(nil)
-	waitFor(t, "written after recovery", func() bool { return k.Pending() == 0 })
+	waitFor(t, "written after recovery", func() bool {
+		clk.Step(10 * time.Millisecond)
+		return k.Pending() == 0
+	})
 	if got := len(mustGet(t, m, "a").Deletes); got != 51 {
 		t.Fatalf("record of a holds %d deletes after recovery, want 51", got)
 	}
@@ -124,13 +157,13 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 func TestKeeperFencedByNewerWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
 	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A new leader takes over: reads, takes a newer term, writes.
-	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +197,7 @@ func TestKeeperFencedByNewerWriter(t *testing.T) {
 func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
 	old.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"by":"old"}`)
 		st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")}
@@ -172,7 +205,7 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +251,7 @@ func TestKeeperLostReply(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	f := &storetest.Faulty{Store: m}
-	k := store.NewKeeper(f, testr.New(t))
+	k, _ := startKeeper(t, f)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	f.LoseReply()
 	if err := k.Flush(ctx); err == nil {
@@ -236,7 +269,7 @@ func TestKeeperLostReply(t *testing.T) {
 func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	prev := store.NewKeeper(m, testr.New(t))
+	prev, _ := startKeeper(t, m)
 	prev.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"saved":true}`)
 		st.Deletes = []deletes.PendingDelete{owed("saved")}
@@ -244,7 +277,7 @@ func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 	if err := prev.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k := store.NewKeeper(m, testr.New(t))
+	k, _ := startKeeper(t, m)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("early")) })
 	st, err := k.Load(ctx, "a")
 	if err != nil {
@@ -264,7 +297,7 @@ func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 func TestKeeperForget(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	k := store.NewKeeper(m, testr.New(t))
+	k, _ := startKeeper(t, m)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p")} })
 	if err := k.FlushCluster(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -279,12 +312,12 @@ func TestKeeperForget(t *testing.T) {
 		t.Fatalf("record after ForgetNow: %v", err)
 	}
 	// A record this Keeper never read is deleted too.
-	other := store.NewKeeper(m, testr.New(t))
+	other, _ := startKeeper(t, m)
 	other.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("q")} })
 	if err := other.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k2 := store.NewKeeper(m, testr.New(t))
+	k2, _ := startKeeper(t, m)
 	if err := k2.ForgetNow(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +357,7 @@ func TestKeeperReplacesCorruptRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, preload := range []bool{false, true} {
-		k := store.NewKeeper(corruptStore{m}, logr.Discard())
+		k, _ := startKeeper(t, corruptStore{m})
 		if preload {
 			if _, err := k.Preload(ctx); err != nil {
 				t.Fatalf("preload with a corrupt record: %v", err)
@@ -347,7 +380,7 @@ func TestKeeperReplacesCorruptRecord(t *testing.T) {
 func TestKeeperTakesOneTerm(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	k := store.NewKeeper(m, logr.Discard())
+	k, _ := startKeeper(t, m)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
@@ -371,7 +404,7 @@ func TestKeeperTakesOneTerm(t *testing.T) {
 func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "me"})
+	k, _ := startKeeper(t, m, store.KeeperOptions{Writer: "me"})
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -402,7 +435,7 @@ func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
 	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -410,7 +443,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	if err := old.CheckWriter(ctx); err != nil {
 		t.Fatalf("the only writer: %v", err)
 	}
-	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}

@@ -505,6 +505,10 @@ func TestEtcdStoreSurvivesMemberLoss(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	k := store.NewKeeper(s, logr.Discard(), store.KeeperOptions{Writer: "e2e", CallTimeout: 3 * time.Second})
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); k.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-stopped })
 	const clusters = 30
 	name := func(i int) string { return fmt.Sprintf("member-%02d", i) }
 	want := map[string]store.ClusterState{}

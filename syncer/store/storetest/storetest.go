@@ -212,12 +212,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 	t.Run("a deposed leader's keeper is fenced", func(t *testing.T) {
 		c := name("fence")
-		old := store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "old"})
+		old := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "old"}))
 		old.Update(c, func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"old"}`) })
 		if err := old.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		leader := store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "new"})
+		leader := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "new"}))
 		if _, err := leader.Load(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -251,6 +251,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatalf("incompressible 1.5MiB record: %v, want ErrTooLarge", err)
 		}
 	})
+}
+
+// runKeeper runs k until the test ends.
+func runKeeper(t *testing.T, k *store.Keeper) *store.Keeper {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return k
 }
 
 // sample is a record with a hysteresis snapshot and n pending deletes.
