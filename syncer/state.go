@@ -18,6 +18,7 @@ import (
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/store"
 	"github.com/leafsync/leafsync/syncer/store/etcdstore"
@@ -33,7 +34,7 @@ const StateCheckName = "state-store"
 // state is the wiring of the state store.
 type state struct {
 	keeper    *store.Keeper
-	persister *store.Persister
+	persister *enginestate.Persister
 	log       logr.Logger
 }
 
@@ -66,7 +67,7 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet)
 			}
 		},
 	})
-	persister := store.NewPersister(fleet, keeper, store.PersisterOptions{
+	persister := enginestate.New(fleet, keeper, enginestate.Options{
 		CheckpointInterval: cfg.Store.CheckpointInterval.Duration,
 		RestoreTimeout:     cfg.Store.RestoreTimeout.Duration,
 		Logger:             log,

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -25,14 +26,17 @@ func (downStore) NextTerm(context.Context) (uint64, error) { return 0, errRefuse
 func TestStateCheckIsADetail(t *testing.T) {
 	fleet, _ := hysteresis.NewFleet(hysteresis.DefaultFleetConfig())
 	k := store.NewKeeper(downStore{store.NewMemory()}, logr.Discard())
-	s := &state{keeper: k, persister: store.NewPersister(fleet, k, store.PersisterOptions{}), log: logr.Discard()}
+	s := &state{keeper: k, persister: enginestate.New(fleet, k, enginestate.Options{}), log: logr.Discard()}
 	aggregate := httptest.NewRequest("GET", "/", nil) // /readyz, prefix stripped
 	own := httptest.NewRequest("GET", "/"+StateCheckName, nil)
 	if err := s.check(own); err != nil {
 		t.Fatalf("healthy store reported: %v", err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
 	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{}`) })
-	if err := k.Flush(context.Background()); !errors.Is(err, store.ErrUnavailable) {
+	if err := k.Flush(ctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("flush: %v", err)
 	}
 	if err := s.check(aggregate); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer"
 	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/registration"
 	"github.com/leafsync/leafsync/syncer/store"
 )
@@ -197,12 +198,12 @@ func storeDetails(st store.Store, hcfg hysteresis.FleetConfig) func(context.Cont
 				}
 			}
 		}
-		counts := map[store.DeleteKind]int{}
+		counts := map[deletes.DeleteKind]int{}
 		for _, d := range rec.Deletes {
 			counts[d.Kind]++
 		}
 		var parts []string
-		for _, k := range []store.DeleteKind{store.Owed, store.Deferred, store.Retained} {
+		for _, k := range []deletes.DeleteKind{deletes.Owed, deletes.Deferred, deletes.Retained} {
 			if counts[k] > 0 {
 				parts = append(parts, fmt.Sprintf("%s=%d", strings.ToLower(string(k)), counts[k]))
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -533,7 +534,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 			return 0, err
 		}
 	}
-	var records []store.PendingDelete
+	var records []deletes.PendingDelete
 	for _, r := range c.opts.Keeper.State(k.Cluster).Deletes {
 		if r.Namespace == k.Namespace && r.Name == k.Name {
 			records = append(records, r)
@@ -561,11 +562,11 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 // updateGauges sets the synced-pod and pending-delete gauges of a member.
 func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer) {
 	metrics.SyncedPodsVec.WithLabelValues(cluster).Set(float64(len(host.GetStore().ListKeys())))
-	counts := map[store.DeleteKind]int{}
+	counts := map[deletes.DeleteKind]int{}
 	for _, d := range c.opts.Keeper.State(cluster).Deletes {
 		counts[d.Kind]++
 	}
-	for kind, label := range map[store.DeleteKind]string{store.Owed: "owed", store.Deferred: "deferred", store.Retained: "retained"} {
+	for kind, label := range map[deletes.DeleteKind]string{deletes.Owed: "owed", deletes.Deferred: "deferred", deletes.Retained: "retained"} {
 		metrics.PendingDeletesVec.WithLabelValues(cluster, label).Set(float64(counts[kind]))
 	}
 }
@@ -576,13 +577,13 @@ func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer
 // replacementsReady looks up, for the deferred deletes among records, whether
 // their replacement is Ready in the host. Only a Ready member's deferred
 // deletes are decided, so only then is it looked up.
-func (c *Controller) replacementsReady(ctx context.Context, cluster string, st hysteresis.State, records []store.PendingDelete) map[string]bool {
+func (c *Controller) replacementsReady(ctx context.Context, cluster string, st hysteresis.State, records []deletes.PendingDelete) map[string]bool {
 	if st != hysteresis.Ready {
 		return nil
 	}
 	var ready map[string]bool
 	for _, r := range records {
-		if r.Kind != store.Deferred || !c.replaced(ctx, cluster, r) {
+		if r.Kind != deletes.Deferred || !c.replaced(ctx, cluster, r) {
 			continue
 		}
 		if ready == nil {
@@ -593,7 +594,7 @@ func (c *Controller) replacementsReady(ctx context.Context, cluster string, st h
 	return ready
 }
 
-func (c *Controller) replaced(ctx context.Context, cluster string, r store.PendingDelete) bool {
+func (c *Controller) replaced(ctx context.Context, cluster string, r deletes.PendingDelete) bool {
 	pods, ok := c.nsWatch.pods(r.Namespace)
 	if !ok {
 		return false // not synced yet: looked at again at the next poll
@@ -608,7 +609,7 @@ func (c *Controller) replaced(ctx context.Context, cluster string, r store.Pendi
 	}
 	taken, pending := c.assignments(cur)
 	uid, ready := ChooseReplacement(cur, taken, pending, pods)
-	if found && cur.Kind == store.Deferred && uid != cur.Replacement {
+	if found && cur.Kind == deletes.Deferred && uid != cur.Replacement {
 		if kind, _ := splitOwner(cur.Owner); kind != "StatefulSet" {
 			cur.Replacement = uid
 			c.opts.Keeper.Update(cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, cur) })
@@ -624,7 +625,7 @@ func (c *Controller) deferredNamespaceChanged(namespace string) {
 	defer c.mu.Unlock()
 	for cluster, ms := range c.members {
 		for _, r := range c.opts.Keeper.State(cluster).Deletes {
-			if r.Kind == store.Deferred && r.Namespace == namespace {
+			if r.Kind == deletes.Deferred && r.Namespace == namespace {
 				ms.queue.Add(key{cluster, r.Namespace, r.Name})
 			}
 		}
@@ -634,7 +635,7 @@ func (c *Controller) deferredNamespaceChanged(namespace string) {
 // recordDeferred records a deferred delete with a replacement assigned
 // (when one exists already: a ReplicaSet creates it as the eviction
 // happens), so that no later delete of the same owner can take it.
-func (c *Controller) recordDeferred(ctx context.Context, cluster string, r store.PendingDelete) {
+func (c *Controller) recordDeferred(ctx context.Context, cluster string, r deletes.PendingDelete) {
 	pods, synced := c.nsWatch.pods(r.Namespace)
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
@@ -649,7 +650,7 @@ func (c *Controller) recordDeferred(ctx context.Context, cluster string, r store
 // assignments returns the replacements assigned to pending deletes other
 // than r (in every member: one host pod replaces one deleted pod), and the
 // UIDs of the deleted host pods. assignMu must be held.
-func (c *Controller) assignments(r store.PendingDelete) (taken, pending map[string]bool) {
+func (c *Controller) assignments(r deletes.PendingDelete) (taken, pending map[string]bool) {
 	taken, pending = map[string]bool{}, map[string]bool{}
 	for _, m := range c.opts.Registry.Members() {
 		for _, d := range c.opts.Keeper.State(m.Cluster()).Deletes {

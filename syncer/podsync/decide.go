@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 // ActionType is one step of a Plan.
@@ -69,7 +69,7 @@ type Action struct {
 	// Grace is DeleteMember's grace period (nil: the pod's own).
 	Grace *int64
 	// Record is Record's pending delete.
-	Record store.PendingDelete
+	Record deletes.PendingDelete
 	// HostUID is DropRecord's key; on DeleteMember, the host pod UID the
 	// member pod must still carry (label leafsync.io/host-uid) when it is
 	// deleted: a pod adopted meanwhile for a new host pod is not.
@@ -134,7 +134,7 @@ type Input struct {
 	// DesiredHash is SpecHash(Host).
 	DesiredHash string
 	// Records are the pending deletes of this namespace/name.
-	Records []store.PendingDelete
+	Records []deletes.PendingDelete
 	// ReplacementReady holds the host UIDs of the deferred deletes in
 	// Records whose replacement is Ready in the host (looked up by the
 	// controller before Decide, so that Decide reads data and does no I/O).
@@ -230,7 +230,7 @@ func relate(in Input) relation {
 	}
 }
 
-func recordFor(rs []store.PendingDelete, hostUID string) *store.PendingDelete {
+func recordFor(rs []deletes.PendingDelete, hostUID string) *deletes.PendingDelete {
 	for i := range rs {
 		if rs[i].HostUID == hostUID {
 			return &rs[i]
@@ -295,7 +295,7 @@ func (in Input) del(mp *corev1.Pod, grace *int64, reason, msg string) Action {
 
 // decideRecord handles a pending delete whose host pod is gone (or was
 // replaced by a new pod of the same name).
-func decideRecord(in Input, r store.PendingDelete, p *Plan) {
+func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 	if in.State.State != hysteresis.Ready {
 		return // owed and deferred deletes wait for a Ready member; a state change looks again
 	}
@@ -329,9 +329,9 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 		p.requeue(waitShort)
 		return
 	case in.Policy == Retain:
-		if r.Kind != store.Retained {
+		if r.Kind != deletes.Retained {
 			rr := r
-			rr.Kind, rr.Since = store.Retained, in.Now
+			rr.Kind, rr.Since = deletes.Retained, in.Now
 			p.add(Action{Type: Record, Record: rr},
 				Action{Type: MarkRetained, MemberUID: mp.UID},
 				Action{Type: Event, Warning: true, Reason: "StaleEvictionRetained",
@@ -340,9 +340,9 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 		return
 	}
 	// DeferUntilReplaced.
-	if r.Kind != store.Deferred {
+	if r.Kind != deletes.Deferred {
 		rr := r
-		rr.Kind, rr.Since = store.Deferred, in.Now
+		rr.Kind, rr.Since = deletes.Deferred, in.Now
 		p.add(Action{Type: Record, Record: rr},
 			Action{Type: Event, Reason: "StaleEvictionDeferred",
 				Message: fmt.Sprintf("member pod %s/%s kept until its replacement is Ready (at most %s): stale eviction (%s)", r.Namespace, r.Name, in.MaxDeferral, r.Cause)})
@@ -367,7 +367,7 @@ func decideRecord(in Input, r store.PendingDelete, p *Plan) {
 
 // dropGone drops a record whose member pod the cache no longer shows,
 // once a live read agrees.
-func dropGone(r store.PendingDelete) Action {
+func dropGone(r deletes.PendingDelete) Action {
 	return Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone", ConfirmNoPodFor: r.HostUID}
 }
 
@@ -390,8 +390,8 @@ func decideOrphan(in Input, p *Plan) {
 	if recordFor(in.Records, uid) != nil {
 		return
 	}
-	r := store.PendingDelete{
-		Kind: store.Deferred, Namespace: mp.Namespace, Name: mp.Name, HostUID: uid,
+	r := deletes.PendingDelete{
+		Kind: deletes.Deferred, Namespace: mp.Namespace, Name: mp.Name, HostUID: uid,
 		Cause: CauseOrphan, Owner: mp.Annotations[AnnotationOwner], Since: in.Now,
 	}
 	switch in.Policy {
@@ -400,7 +400,7 @@ func decideOrphan(in Input, p *Plan) {
 		p.requeue(waitShort)
 		return
 	case Retain:
-		r.Kind = store.Retained
+		r.Kind = deletes.Retained
 		p.add(Action{Type: Record, Record: r}, Action{Type: MarkRetained, MemberUID: mp.UID})
 	default:
 		p.add(Action{Type: Record, Record: r})
@@ -526,7 +526,7 @@ func decideOtherIncarnation(in Input, p *Plan) {
 				Message: fmt.Sprintf("adopted the member pod still running in %s (uid %s) instead of restarting it", in.Cluster, mp.UID)})
 		return
 	}
-	if r != nil && r.Kind == store.Retained && in.Policy == Retain {
+	if r != nil && r.Kind == deletes.Retained && in.Policy == Retain {
 		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
 			Message: fmt.Sprintf("member pod %s/%s is retained (policy Retain) and cannot be adopted (spec changed); delete it in %s to let this pod start", hp.Namespace, hp.Name, in.Cluster)})
 		p.requeue(conflictRetry)
@@ -574,8 +574,8 @@ func decideTerminating(in Input, p *Plan) {
 	}
 	if down {
 		if r == nil {
-			p.add(Action{Type: Record, Record: store.PendingDelete{
-				Kind: store.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
+			p.add(Action{Type: Record, Record: deletes.PendingDelete{
+				Kind: deletes.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
 				Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
 				GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
 			}}, Action{Type: Event, Reason: "DeleteOwed",
@@ -623,19 +623,19 @@ func decideTerminating(in Input, p *Plan) {
 		p.requeue(waitShort)
 		return
 	}
-	rec := store.PendingDelete{
-		Kind: store.Deferred, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
+	rec := deletes.PendingDelete{
+		Kind: deletes.Deferred, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
 		Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
 		GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
 	}
 	reason, msg := "StaleEvictionDeferred", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept until the replacement is Ready (at most %s)", in.Cluster, cause, in.MaxDeferral)
 	if in.Policy == Retain {
-		rec.Kind = store.Retained
+		rec.Kind = deletes.Retained
 		reason, msg = "StaleEvictionRetained", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept as an orphan (policy Retain)", in.Cluster, cause)
 	}
 	if r == nil || r.Kind != rec.Kind {
 		p.add(Action{Type: Record, Record: rec}, Action{Type: Event, Reason: reason, Message: msg})
-		if rec.Kind == store.Retained {
+		if rec.Kind == deletes.Retained {
 			p.add(Action{Type: MarkRetained, MemberUID: mp.UID})
 		}
 	}

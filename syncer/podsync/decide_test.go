@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 func wantActions(t *testing.T, p Plan, want ...ActionType) {
@@ -115,7 +115,7 @@ func TestStaleEviction(t *testing.T) {
 			p := Decide(input(hysteresis.Ready, hp, mp))
 			wantActions(t, p, Record, Event, FinishHost)
 			r, _ := p.Get(Record)
-			if r.Record.Kind != store.Deferred || r.Record.Cause != cause || r.Record.HostUID != "h1" ||
+			if r.Record.Kind != deletes.Deferred || r.Record.Cause != cause || r.Record.HostUID != "h1" ||
 				r.Record.Owner != "StatefulSet/web" || !r.Record.Since.Equal(t0) || !r.Record.HostDeletedAt.Equal(t0.Add(-5*time.Second)) {
 				t.Errorf("record = %+v", r.Record)
 			}
@@ -128,7 +128,7 @@ func TestStaleEviction(t *testing.T) {
 			in.Policy = Retain
 			p := Decide(in)
 			wantActions(t, p, Record, Event, MarkRetained, FinishHost)
-			if r, _ := p.Get(Record); r.Record.Kind != store.Retained {
+			if r, _ := p.Get(Record); r.Record.Kind != deletes.Retained {
 				t.Errorf("record kind %s", r.Record.Kind)
 			}
 		})
@@ -160,14 +160,14 @@ func TestOwedAndReaper(t *testing.T) {
 				p := Decide(in)
 				wantActions(t, p, Record, Event)
 				r, _ := p.Get(Record)
-				if r.Record.Kind != store.Owed || r.Record.Cause != cause || *r.Record.GracePeriodSeconds != 30 {
+				if r.Record.Kind != deletes.Owed || r.Record.Cause != cause || *r.Record.GracePeriodSeconds != 30 {
 					t.Errorf("record = %+v", r.Record)
 				}
 				if p.Requeue != 50*time.Second {
 					t.Errorf("requeue %s, want 50s (reapAfter from the later of termination and outage)", p.Requeue)
 				}
 				// Recorded already: nothing until reap time.
-				in.Records = []store.PendingDelete{r.Record}
+				in.Records = []deletes.PendingDelete{r.Record}
 				wantActions(t, Decide(in))
 				// Same without a member pod in the (untrusted) cache.
 				in.Member = nil
@@ -195,8 +195,8 @@ func TestOwedAndReaper(t *testing.T) {
 	})
 }
 
-func owed(cause string) store.PendingDelete {
-	return store.PendingDelete{Kind: store.Owed, Namespace: "apps", Name: "web-0", HostUID: "h1", Cause: cause,
+func owed(cause string) deletes.PendingDelete {
+	return deletes.PendingDelete{Kind: deletes.Owed, Namespace: "apps", Name: "web-0", HostUID: "h1", Cause: cause,
 		Owner: "StatefulSet/web", Since: t0.Add(-time.Minute), HostDeletedAt: t0.Add(-time.Minute)}
 }
 
@@ -216,7 +216,7 @@ func TestRecords(t *testing.T) {
 		p := Decide(input(hysteresis.Ready, nil, mp, owed(CauseTaintManager)))
 		wantActions(t, p, Record, Event)
 		r, _ := p.Get(Record)
-		if r.Record.Kind != store.Deferred || !r.Record.Since.Equal(t0) || !r.Record.HostDeletedAt.Equal(t0.Add(-time.Minute)) {
+		if r.Record.Kind != deletes.Deferred || !r.Record.Since.Equal(t0) || !r.Record.HostDeletedAt.Equal(t0.Add(-time.Minute)) {
 			t.Errorf("deferred record %+v: Since must restart now, HostDeletedAt must stay", r.Record)
 		}
 	})
@@ -229,7 +229,7 @@ func TestRecords(t *testing.T) {
 	})
 	t.Run("deferred: deleted once replaced or expired, not before", func(t *testing.T) {
 		d := owed(CauseTaintManager)
-		d.Kind, d.Since = store.Deferred, t0.Add(-time.Minute)
+		d.Kind, d.Since = deletes.Deferred, t0.Add(-time.Minute)
 		in := input(hysteresis.Ready, nil, mp, d)
 		in.ReplacementReady = map[string]bool{}
 		p := Decide(in)
@@ -255,7 +255,7 @@ func TestRecords(t *testing.T) {
 		wantActions(t, Decide(input(hysteresis.Ready, nil, nil, owed(CauseTaintManager))), DropRecord)
 		other := memberOf(hostPod("h9"), "m9")
 		o9 := owed(CauseTaintManager)
-		o9.HostUID, o9.Kind, o9.Since = "h9", store.Deferred, t0
+		o9.HostUID, o9.Kind, o9.Since = "h9", deletes.Deferred, t0
 		p := Decide(input(hysteresis.Ready, nil, other, owed(CauseTaintManager), o9))
 		wantActions(t, p, DropRecord)
 		if a, _ := p.Get(DropRecord); a.HostUID != "h1" {
@@ -269,8 +269,8 @@ func TestAdoption(t *testing.T) {
 	mp := memberOf(old, "m1")
 	recreated := hostPod("h2") // same name, new UID, same template
 	t.Run("compatible: adopted, not restarted", func(t *testing.T) {
-		for _, r := range []*store.PendingDelete{ptrTo(owed(CauseTaintManager)), nil} {
-			var recs []store.PendingDelete
+		for _, r := range []*deletes.PendingDelete{ptrTo(owed(CauseTaintManager)), nil} {
+			var recs []deletes.PendingDelete
 			if r != nil {
 				recs = append(recs, *r)
 			}
@@ -313,7 +313,7 @@ func TestOrphans(t *testing.T) {
 	p := Decide(input(hysteresis.Ready, nil, mp))
 	wantActions(t, p, Record, Event)
 	r, _ := p.Get(Record)
-	if r.Record.Kind != store.Deferred || r.Record.Cause != CauseOrphan || r.Record.Owner != "StatefulSet/web" {
+	if r.Record.Kind != deletes.Deferred || r.Record.Cause != CauseOrphan || r.Record.Owner != "StatefulSet/web" {
 		t.Errorf("orphan record %+v", r.Record)
 	}
 	wantActions(t, Decide(input(hysteresis.Suspect, nil, mp)))
@@ -395,7 +395,7 @@ func TestStaleEvictionOfAJobPodIsForwarded(t *testing.T) {
 			t.Errorf("%s: %+v", pol, a)
 		}
 		// An owed delete of a Job pod, once the member is back: forwarded too.
-		r := store.PendingDelete{Kind: store.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: "h1", Cause: CauseTaintManager, Owner: "Job/report", Since: t0}
+		r := deletes.PendingDelete{Kind: deletes.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: "h1", Cause: CauseTaintManager, Owner: "Job/report", Since: t0}
 		in = input(hysteresis.Ready, nil, memberOf(hp, "m1"), r)
 		in.Policy = pol
 		wantActions(t, Decide(in), DeleteMember)

@@ -19,6 +19,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -77,11 +78,11 @@ func (x *execution) count(a Action, hp *corev1.Pod) {
 	case a.Type == Record && deleting:
 		cause = a.Record.Cause
 		switch a.Record.Kind {
-		case store.Owed:
+		case deletes.Owed:
 			outcome = "owed"
-		case store.Deferred:
+		case deletes.Deferred:
 			outcome = "stale_deferred"
-		case store.Retained:
+		case deletes.Retained:
 			outcome = "stale_retained"
 		}
 	case a.Type == FinishHost && a.Reason == "Reaped" && hp != nil:
@@ -169,7 +170,7 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		err = x.deleteMember(ctx, a)
 	case Record:
 		x.logAction(a, "kind", string(a.Record.Kind), "hostUID", a.Record.HostUID, "cause", a.Record.Cause, "owner", a.Record.Owner)
-		if a.Record.Kind == store.Deferred {
+		if a.Record.Kind == deletes.Deferred {
 			c.recordDeferred(ctx, x.key.Cluster, a.Record)
 		} else {
 			c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, a.Record) })
@@ -269,7 +270,7 @@ func (x *execution) confirmNoPodFor(ctx context.Context, hostUID string) error {
 	return nil
 }
 
-func upsertDelete(ds []store.PendingDelete, r store.PendingDelete) []store.PendingDelete {
+func upsertDelete(ds []deletes.PendingDelete, r deletes.PendingDelete) []deletes.PendingDelete {
 	for i := range ds {
 		if ds[i].Namespace == r.Namespace && ds[i].Name == r.Name && ds[i].HostUID == r.HostUID {
 			ds[i] = r
@@ -279,7 +280,7 @@ func upsertDelete(ds []store.PendingDelete, r store.PendingDelete) []store.Pendi
 	return append(ds, r)
 }
 
-func removeDelete(ds []store.PendingDelete, ns, name, hostUID string) []store.PendingDelete {
+func removeDelete(ds []deletes.PendingDelete, ns, name, hostUID string) []deletes.PendingDelete {
 	out := ds[:0]
 	for _, d := range ds {
 		if !(d.Namespace == ns && d.Name == name && d.HostUID == hostUID) {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -80,7 +80,7 @@ func status(s hysteresis.State) hysteresis.Status {
 	return st
 }
 
-func input(st hysteresis.State, hp, mp *corev1.Pod, recs ...store.PendingDelete) Input {
+func input(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) Input {
 	in := Input{
 		Now: t0, Cluster: testCluster, State: status(st), Policy: DeferUntilReplaced,
 		MaxDeferral: 10 * time.Minute, ReapAfter: time.Minute,

@@ -9,7 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 // genInput draws any situation Decide can meet for one pod name.
@@ -63,11 +63,11 @@ func genInput(t *rapid.T) Input {
 			mp.DeletionTimestamp = hostPod("y").CreationTimestamp.DeepCopy()
 		}
 	}
-	var recs []store.PendingDelete
+	var recs []deletes.PendingDelete
 	for _, uid := range []string{"h1", "h2"} {
 		if rapid.Bool().Draw(t, "record-"+uid) {
-			recs = append(recs, store.PendingDelete{
-				Kind:      rapid.SampledFrom([]store.DeleteKind{store.Owed, store.Deferred, store.Retained}).Draw(t, "kind-"+uid),
+			recs = append(recs, deletes.PendingDelete{
+				Kind:      rapid.SampledFrom([]deletes.DeleteKind{deletes.Owed, deletes.Deferred, deletes.Retained}).Draw(t, "kind-"+uid),
 				Namespace: "apps", Name: "web-0", HostUID: uid, Owner: "StatefulSet/web",
 				Cause: rapid.SampledFrom(append(causes, CauseOrphan)).Draw(t, "rcause-"+uid),
 				Since: t0.Add(-time.Duration(rapid.IntRange(0, 1200).Draw(t, "since-"+uid)) * time.Second),
@@ -119,7 +119,7 @@ func guardProperty(t *rapid.T) {
 		st := in.State.State
 		down := st == hysteresis.NotReady || st == hysteresis.Recovering
 		rel := relate(in)
-		recorded := map[string]store.PendingDelete{}
+		recorded := map[string]deletes.PendingDelete{}
 		for _, r := range in.Records {
 			recorded[r.HostUID] = r
 		}
@@ -195,7 +195,7 @@ func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	if !IsEvictionCause(r.Cause) {
 		return // an owed user delete
 	}
-	if r.Kind != store.Deferred {
+	if r.Kind != deletes.Deferred {
 		t.Fatalf("deleted a %s stale eviction under %s: %s", r.Kind, in.Policy, a.Reason)
 	}
 	if !in.ReplacementReady[r.HostUID] && in.Now.Before(r.Since.Add(in.MaxDeferral)) {

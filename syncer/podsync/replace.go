@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 // ChooseReplacement returns the replacement of a deferred delete among the
@@ -24,7 +24,7 @@ import (
 //     second of timestamp rounding (an orphan, whose deletion time is
 //     unknown, takes any).
 //   - A pod without an owner has no replacement (MaxDeferral bounds it).
-func ChooseReplacement(r store.PendingDelete, taken, pending map[string]bool, pods []*corev1.Pod) (uid string, ready bool) {
+func ChooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, pods []*corev1.Pod) (uid string, ready bool) {
 	kind, _ := splitOwner(r.Owner)
 	switch {
 	case r.Owner == "":

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 func ownedPod(name, uid, ownerKind, owner string, created time.Time, ready bool) *corev1.Pod {
@@ -26,12 +26,12 @@ func ownedPod(name, uid, ownerKind, owner string, created time.Time, ready bool)
 	return p
 }
 
-func deferred(name, uid, owner string, deletedAt time.Time) store.PendingDelete {
-	return store.PendingDelete{Kind: store.Deferred, Namespace: "apps", Name: name, HostUID: uid, Owner: owner,
+func deferred(name, uid, owner string, deletedAt time.Time) deletes.PendingDelete {
+	return deletes.PendingDelete{Kind: deletes.Deferred, Namespace: "apps", Name: name, HostUID: uid, Owner: owner,
 		Cause: CauseTaintManager, Since: t0, HostDeletedAt: deletedAt}
 }
 
-func choose(t *testing.T, r store.PendingDelete, taken []string, pods []*corev1.Pod, wantUID string, wantReady bool) {
+func choose(t *testing.T, r deletes.PendingDelete, taken []string, pods []*corev1.Pod, wantUID string, wantReady bool) {
 	t.Helper()
 	tk := map[string]bool{}
 	for _, u := range taken {

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 // KeeperOptions tune a Keeper; zero values take the defaults.
@@ -21,16 +25,16 @@ type KeeperOptions struct {
 	// Coalesce is how long the Keeper waits after a change before writing,
 	// so that a burst of changes becomes one write (default 50ms).
 	Coalesce time.Duration
-	// MinBackoff and MaxBackoff bound the retry delay while the store
-	// fails (defaults 500ms and 30s; jittered).
+	// MinBackoff and MaxBackoff bound the retry delay of a cluster while
+	// its writes fail (defaults 500ms and 30s; jittered).
 	MinBackoff, MaxBackoff time.Duration
 	// Parallel is how many clusters are written at once (default 4).
 	Parallel int
 	// OnCall, if set, is called after every store call (for metrics). It
 	// must not block.
 	OnCall func(CallEvent)
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock drives coalescing, backoff and the figures (real when nil).
+	Clock clock.WithTicker
 }
 
 // CallEvent describes one store call.
@@ -51,27 +55,45 @@ type CallEvent struct {
 // with backoff while the store is unavailable. Decisions never wait for the
 // store, and nothing queued is lost while the process lives.
 //
+// Writes go through a client-go workqueue keyed by cluster: a change adds
+// its cluster after the Coalesce delay (a cluster already waiting keeps its
+// earlier time, so a burst is one write), a failed write is retried after a
+// per-cluster exponential backoff (and later changes wait for that retry),
+// and the queue never hands one cluster to two workers at once, so a
+// cluster's writes never race each other. Synchronous flushes (Flush,
+// FlushCluster, ForgetNow) go through the same queue, ahead of coalescing
+// and backoff, and need Run.
+//
 // Writes are fenced by a term: the Keeper takes a new term (Store.NextTerm)
 // before its first write. When a write conflicts, the Keeper reads the
 // store's term: a newer term means a newer leader took over, and this Keeper
 // stops writing (ErrFenced) instead of overwriting it; otherwise the record
 // was changed by an older writer (or by this one, when a reply was lost),
-// and the Keeper merges it (see merge.go) and writes again.
+// and the Keeper merges it (mergeStates) and writes again.
 type Keeper struct {
 	store Store
 	log   logr.Logger
 	opts  KeeperOptions
+	queue workqueue.TypedRateLimitingInterface[string]
 
 	termMu    sync.Mutex // serializes taking the term
 	mu        sync.Mutex
 	entries   map[string]*entry
-	locks     map[string]*sync.Mutex
+	waiters   map[string][]waiter // synchronous flushes, by cluster
+	failing   map[string]bool     // queue keys whose last write failed
+	stopped   bool                // Run ended: no more writes
 	term      uint64
 	fenced    error
 	preloaded bool
-	kick      chan struct{}
 	stats     Stats
 }
+
+// termKey is the queue key of taking the writer term (no cluster is named
+// "").
+const termKey = ""
+
+// errStopped answers flushes after Run ended.
+var errStopped = errors.New("store: the keeper has stopped")
 
 // entry is the Keeper's view of one cluster.
 type entry struct {
@@ -82,7 +104,17 @@ type entry struct {
 	dirty   bool
 	dirtyAt time.Time
 	seq     uint64 // bumped by every Update
+	flushed uint64 // seq of the last write that succeeded
 	gone    bool   // deregistered: delete the record
+}
+
+func (e *entry) pending() bool { return e.dirty || e.gone }
+
+// waiter is a synchronous flush waiting for a cluster's state as of seq.
+type waiter struct {
+	cluster string
+	seq     uint64
+	done    chan error // buffered: answering never blocks
 }
 
 // Stats are the Keeper's figures, for metrics and health.
@@ -100,8 +132,9 @@ type Stats struct {
 	// written; OldestPending how long the oldest has waited.
 	Pending       int
 	OldestPending time.Duration
-	// LastError is the last failure ("" once a flush succeeds again);
-	// FailingSince when flushes started failing (zero when healthy).
+	// LastError is the last failure ("" once every failing write
+	// succeeded again); FailingSince when writes started failing (zero
+	// when healthy).
 	LastError    string
 	FailingSince time.Time
 	// LastCall is how long the last store call took.
@@ -130,15 +163,27 @@ func NewKeeper(s Store, log logr.Logger, opts ...KeeperOptions) *Keeper {
 	if o.Parallel <= 0 {
 		o.Parallel = 4
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
+	backoff := jittered{workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.MinBackoff, o.MaxBackoff)}
 	return &Keeper{
 		store: s, log: log, opts: o,
-		entries: map[string]*entry{}, locks: map[string]*sync.Mutex{},
-		kick:  make(chan struct{}, 1),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(backoff, workqueue.TypedRateLimitingQueueConfig[string]{Clock: o.Clock}),
+		entries: map[string]*entry{}, waiters: map[string][]waiter{}, failing: map[string]bool{},
 		stats: Stats{Backend: s.Backend()},
 	}
+}
+
+// jittered spreads each retry delay over [d/2, d], so that clusters failing
+// together do not retry in lockstep.
+type jittered struct {
+	workqueue.TypedRateLimiter[string]
+}
+
+func (j jittered) When(key string) time.Duration {
+	d := j.TypedRateLimiter.When(key)
+	return d/2 + rand.N(d/2+1)
 }
 
 // Backend names the store's backend.
@@ -151,6 +196,15 @@ func (k *Keeper) entryLocked(cluster string) *entry {
 		k.entries[cluster] = e
 	}
 	return e
+}
+
+// schedule queues a changed cluster for a write after the coalescing
+// delay. A cluster whose write failed is already queued for its retry,
+// with backoff: the change waits for it. It never takes k.mu.
+func (k *Keeper) schedule(cluster string) {
+	if k.queue.NumRequeues(cluster) == 0 {
+		k.queue.AddAfter(cluster, k.opts.Coalesce)
+	}
 }
 
 // Load reads a cluster's state from the store into memory (once, when the
@@ -178,7 +232,7 @@ func (k *Keeper) Load(ctx context.Context, cluster string) (ClusterState, error)
 // Preload reads every record once (one Scan), so that a new leader does not
 // read clusters one by one. It returns the number of records read.
 func (k *Keeper) Preload(ctx context.Context) (int, error) {
-	start := time.Now()
+	start := k.opts.Clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	recs, err := k.store.Scan(ctx)
 	cancel()
@@ -197,6 +251,13 @@ func (k *Keeper) Preload(ctx context.Context) (int, error) {
 	}
 	k.preloaded = true
 	return len(recs), nil
+}
+
+// Preloaded reports whether Preload has read every record.
+func (k *Keeper) Preloaded() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.preloaded
 }
 
 // absorbLocked takes a record read from the store as the base of a cluster
@@ -221,10 +282,10 @@ func (k *Keeper) absorbLocked(cluster string, st ClusterState, v Version) {
 		// conflicts on its next write, finds the newer term and is fenced,
 		// instead of writing over a record this Keeper has only read.
 		if !e.dirty {
-			e.dirty, e.dirtyAt = true, k.opts.Now()
+			e.dirty, e.dirtyAt = true, k.opts.Clock.Now()
 		}
 		e.seq++
-		k.signal()
+		k.schedule(cluster)
 	}
 }
 
@@ -242,7 +303,7 @@ func (k *Keeper) CheckWriter(ctx context.Context) error {
 // checkTerm reads the store's term: a newer one than this Keeper's fences
 // it for good.
 func (k *Keeper) checkTerm(ctx context.Context) error {
-	start := time.Now()
+	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	cur, err := k.store.Term(cctx)
 	cancel()
@@ -254,6 +315,7 @@ func (k *Keeper) checkTerm(ctx context.Context) error {
 	defer k.mu.Unlock()
 	if cur > k.term && k.fenced == nil {
 		k.fenced = fmt.Errorf("%w (store term %d, ours %d)", ErrFenced, cur, k.term)
+		k.log.Error(k.fenced, "another leafsync process took over the state store; this one stops writing")
 	}
 	return k.fenced
 }
@@ -287,11 +349,14 @@ func (k *Keeper) Update(cluster string, fn func(*ClusterState)) {
 	e.mem = st
 	e.gone = false
 	if !e.dirty {
-		e.dirty, e.dirtyAt = true, k.opts.Now()
+		e.dirty, e.dirtyAt = true, k.opts.Clock.Now()
 	}
 	e.seq++
+	fenced := k.fenced != nil
 	k.mu.Unlock()
-	k.signal()
+	if !fenced {
+		k.schedule(cluster)
+	}
 }
 
 // Forget drops a deregistered cluster and deletes its record in the
@@ -302,27 +367,82 @@ func (k *Keeper) Forget(cluster string) {
 	e.mem, e.dirty, e.gone = ClusterState{}, false, true
 	e.seq++
 	k.mu.Unlock()
-	k.signal()
+	k.schedule(cluster)
 }
 
 // ForgetNow is Forget, then deletes the record at once; an error means the
 // record is still there (the background retries go on).
 func (k *Keeper) ForgetNow(ctx context.Context, cluster string) error {
 	k.Forget(cluster)
-	if err := k.ensureTerm(ctx); err != nil {
-		return err
-	}
-	return k.flushOne(ctx, cluster)
+	return k.FlushCluster(ctx, cluster)
 }
 
 // FlushCluster writes one cluster's latest state now and returns nil once
 // it is in the store (nil at once if nothing is pending), e.g. before an
 // action that must not happen unless a pending delete is durable.
 func (k *Keeper) FlushCluster(ctx context.Context, cluster string) error {
-	if err := k.ensureTerm(ctx); err != nil {
-		return err
+	return k.flush(ctx, []string{cluster})
+}
+
+// Flush writes every changed cluster now.
+func (k *Keeper) Flush(ctx context.Context) error {
+	k.mu.Lock()
+	var work []string
+	for c, e := range k.entries {
+		if e.pending() {
+			work = append(work, c)
+		}
 	}
-	return k.flushOne(ctx, cluster)
+	k.mu.Unlock()
+	sort.Strings(work)
+	return k.flush(ctx, work)
+}
+
+// flush has the workers write clusters now, ahead of coalescing and
+// backoff, and waits until each one's state as of the call is in the store
+// or its write failed.
+func (k *Keeper) flush(ctx context.Context, clusters []string) error {
+	k.mu.Lock()
+	switch {
+	case k.fenced != nil:
+		k.mu.Unlock()
+		return k.fenced
+	case k.stopped:
+		k.mu.Unlock()
+		return errStopped
+	}
+	var ws []waiter
+	for _, c := range clusters {
+		if e := k.entries[c]; e != nil && e.pending() {
+			w := waiter{cluster: c, seq: e.seq, done: make(chan error, 1)}
+			k.waiters[c] = append(k.waiters[c], w)
+			ws = append(ws, w)
+		}
+	}
+	k.mu.Unlock()
+	var errs []error
+	for _, w := range ws {
+		k.queue.Add(w.cluster)
+	}
+	for _, w := range ws {
+		select {
+		case err := <-w.done:
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, err := range errs {
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+	}
+	if len(errs) > 3 {
+		return fmt.Errorf("%w (and %d more clusters)", errors.Join(errs[:3]...), len(errs)-3)
+	}
+	return errors.Join(errs...)
 }
 
 // Written reports whether a cluster has no change waiting to be written.
@@ -330,7 +450,7 @@ func (k *Keeper) Written(cluster string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.entries[cluster]
-	return e == nil || (!e.dirty && !e.gone)
+	return e == nil || !e.pending()
 }
 
 // Pending is the number of clusters whose latest state is not yet written.
@@ -345,7 +465,7 @@ func (k *Keeper) pendingLocked() (int, time.Time) {
 	n := 0
 	var oldest time.Time
 	for _, e := range k.entries {
-		if e.dirty || e.gone {
+		if e.pending() {
 			n++
 			if e.dirty && (oldest.IsZero() || e.dirtyAt.Before(oldest)) {
 				oldest = e.dirtyAt
@@ -355,7 +475,8 @@ func (k *Keeper) pendingLocked() (int, time.Time) {
 	return n, oldest
 }
 
-// Err is the last write error, nil once a flush succeeds again.
+// Err is the last write error, nil once every failing write succeeded
+// again.
 func (k *Keeper) Err() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -377,7 +498,7 @@ func (k *Keeper) Stats() Stats {
 	var oldest time.Time
 	s.Pending, oldest = k.pendingLocked()
 	if !oldest.IsZero() {
-		s.OldestPending = k.opts.Now().Sub(oldest)
+		s.OldestPending = k.opts.Clock.Since(oldest)
 	}
 	return s
 }
@@ -392,73 +513,140 @@ func (k *Keeper) Health() error {
 		return fmt.Errorf("state store (%s): a newer leafsync writer (term > %d) took over; this replica no longer writes", s.Backend, s.Term)
 	case !s.FailingSince.IsZero():
 		return fmt.Errorf("state store (%s) failing for %s: %s; %d cluster(s) with state pending in memory (oldest %s), retrying with backoff; decisions continue from memory",
-			s.Backend, k.opts.Now().Sub(s.FailingSince).Round(time.Second), s.LastError, s.Pending, s.OldestPending.Round(time.Second))
+			s.Backend, k.opts.Clock.Since(s.FailingSince).Round(time.Second), s.LastError, s.Pending, s.OldestPending.Round(time.Second))
 	}
 	return nil
 }
 
-func (k *Keeper) signal() {
-	select {
-	case k.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Run writes changes until ctx ends, then makes a last attempt to flush. It
-// takes the writer term at once, so that an older leader still running is
-// fenced as early as possible.
+// Run writes changes with Parallel workers until ctx ends, then makes a
+// last attempt to flush. It takes the writer term at once, so that an
+// older leader still running is fenced as early as possible.
 func (k *Keeper) Run(ctx context.Context) {
-	backoff := time.Duration(0)
-	first := true
-	for {
-		if !first {
-			var (
-				retry <-chan time.Time
-				timer *time.Timer
-			)
-			kick := k.kick
-			if backoff > 0 {
-				timer = time.NewTimer(backoff)
-				retry = timer.C
-				kick = nil // while backing off, changes wait for the retry
+	k.queue.Add(termKey)
+	var wg sync.WaitGroup
+	for range k.opts.Parallel {
+		wg.Go(func() {
+			for k.processNext(ctx) {
 			}
-			select {
-			case <-ctx.Done():
-				k.finalFlush()
-				return
-			case <-kick:
-				select { // coalesce a burst of changes into one write
-				case <-ctx.Done():
-				case <-time.After(k.opts.Coalesce):
-				}
-			case <-retry:
-			}
-			if timer != nil {
-				timer.Stop()
-			}
+		})
+	}
+	<-ctx.Done()
+	k.queue.ShutDown()
+	wg.Wait()
+	k.finalFlush()
+}
+
+// processNext writes the next cluster the queue hands out; false once the
+// queue is shut down.
+func (k *Keeper) processNext(ctx context.Context) bool {
+	key, shutdown := k.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer k.queue.Done(key)
+	if ctx.Err() != nil {
+		return true // stopping: the final flush writes it
+	}
+	var err error
+	if key == termKey {
+		err = k.ensureTerm(ctx)
+		k.record(key, err)
+	} else {
+		err = k.write(ctx, key)
+	}
+	switch {
+	case err == nil, errors.Is(err, ErrFenced):
+		k.queue.Forget(key)
+	case ctx.Err() == nil:
+		k.queue.AddRateLimited(key)
+		k.log.Error(err, "writing leafsync state; keeping it in memory and retrying", "cluster", key, "retries", k.queue.NumRequeues(key), "pending", k.Pending())
+	}
+	return true
+}
+
+// write writes one cluster, records the outcome and answers the flushes
+// waiting for it. Only a worker, or the final flush once the workers are
+// done, calls it: one cluster is never written twice at once.
+func (k *Keeper) write(ctx context.Context, cluster string) error {
+	err := k.ensureTerm(ctx)
+	if err == nil {
+		if err = k.flushOne(ctx, cluster); err != nil {
+			err = fmt.Errorf("cluster %s: %w", cluster, err)
 		}
-		first = false
-		err := k.Flush(ctx)
+	}
+	k.record(cluster, err)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entries[cluster]
+	var left []waiter
+	for _, w := range k.waiters[cluster] {
 		switch {
-		case errors.Is(err, ErrFenced):
-			k.log.Error(err, "another leafsync process took over the state store; this one stops writing")
-			<-ctx.Done()
-			return
-		case err != nil && ctx.Err() == nil:
-			backoff = min(max(2*backoff, k.opts.MinBackoff), k.opts.MaxBackoff)
-			backoff = backoff/2 + rand.N(backoff/2+1) // jitter: [b/2, b]
-			k.log.Error(err, "writing leafsync state; keeping it in memory and retrying", "in", backoff, "pending", k.Pending())
-		default:
-			backoff = 0
+		case err != nil:
+			w.done <- err
+		case e == nil || !e.pending() || e.flushed >= w.seq:
+			w.done <- nil
+		default: // changed again since the state written: a later turn answers
+			left = append(left, w)
+		}
+	}
+	if len(left) > 0 {
+		k.waiters[cluster] = left
+	} else {
+		delete(k.waiters, cluster)
+	}
+	return err
+}
+
+// record keeps the health figures: failing since the first failure, healthy
+// again once every key that failed has succeeded.
+func (k *Keeper) record(key string, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrFenced):
+	case err != nil:
+		if k.stats.FailingSince.IsZero() {
+			k.stats.FailingSince = k.opts.Clock.Now()
+		}
+		k.stats.LastError = err.Error()
+		k.failing[key] = true
+	default:
+		delete(k.failing, key)
+		if len(k.failing) == 0 {
+			k.stats.FailingSince, k.stats.LastError = time.Time{}, ""
 		}
 	}
 }
 
+// finalFlush writes what is still pending once the workers are done, then
+// answers the flushes still waiting.
 func (k *Keeper) finalFlush() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := k.Flush(ctx); err != nil {
-		k.log.Error(err, "last write of leafsync state before stopping failed", "pending", k.Pending())
+	k.mu.Lock()
+	var work []string
+	for c, e := range k.entries {
+		if e.pending() {
+			work = append(work, c)
+		}
+	}
+	fenced := k.fenced != nil
+	k.mu.Unlock()
+	if !fenced {
+		workqueue.ParallelizeUntil(ctx, k.opts.Parallel, len(work), func(i int) {
+			if err := k.write(ctx, work[i]); err != nil {
+				k.log.Error(err, "last write of leafsync state before stopping failed")
+			}
+		})
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	for c, ws := range k.waiters {
+		for _, w := range ws {
+			w.done <- errStopped
+		}
+		delete(k.waiters, c)
 	}
 }
 
@@ -476,7 +664,7 @@ func (k *Keeper) ensureTerm(ctx context.Context) error {
 	if term != 0 {
 		return nil
 	}
-	start := time.Now()
+	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	t, err := k.store.NextTerm(cctx)
 	cancel()
@@ -493,88 +681,8 @@ func (k *Keeper) ensureTerm(ctx context.Context) error {
 	return nil
 }
 
-// Flush writes every changed cluster now.
-func (k *Keeper) Flush(ctx context.Context) error {
-	err := k.ensureTerm(ctx)
-	if err == nil {
-		k.mu.Lock()
-		var work []string
-		for c, e := range k.entries {
-			if e.dirty || e.gone {
-				work = append(work, c)
-			}
-		}
-		k.mu.Unlock()
-		sort.Strings(work)
-		err = k.flushAll(ctx, work)
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err != nil && !errors.Is(err, ErrFenced) {
-		if k.stats.FailingSince.IsZero() {
-			k.stats.FailingSince = k.opts.Now()
-		}
-		k.stats.LastError = err.Error()
-	} else if err == nil {
-		k.stats.FailingSince, k.stats.LastError = time.Time{}, ""
-	}
-	return err
-}
-
-func (k *Keeper) flushAll(ctx context.Context, work []string) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, k.opts.Parallel)
-	)
-	for _, c := range work {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := k.flushOne(ctx, c); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(errs) == 0 {
-		return ctx.Err()
-	}
-	for _, err := range errs {
-		if errors.Is(err, ErrFenced) {
-			return err
-		}
-	}
-	if len(errs) > 3 {
-		return fmt.Errorf("%w (and %d more clusters)", errors.Join(errs[:3]...), len(errs)-3)
-	}
-	return errors.Join(errs...)
-}
-
-func (k *Keeper) clusterLock(cluster string) *sync.Mutex {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l := k.locks[cluster]
-	if l == nil {
-		l = &sync.Mutex{}
-		k.locks[cluster] = l
-	}
-	return l
-}
-
 // flushOne writes (or deletes) one cluster's record.
 func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
-	l := k.clusterLock(cluster)
-	l.Lock()
-	defer l.Unlock()
 	for attempt := 0; ; attempt++ {
 		k.mu.Lock()
 		if k.fenced != nil {
@@ -582,7 +690,7 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 			return k.fenced
 		}
 		e := k.entries[cluster]
-		if e == nil || (!e.dirty && !e.gone) {
+		if e == nil || !e.pending() {
 			k.mu.Unlock()
 			return nil
 		}
@@ -602,7 +710,7 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 			var nv Version
 			if nv, err = k.put(ctx, cluster, st, v); err == nil {
 				k.mu.Lock()
-				e.base, e.version, e.known = st, nv, true
+				e.base, e.version, e.known, e.flushed = st, nv, true, seq
 				if e.seq == seq {
 					e.dirty = false
 				}
@@ -612,7 +720,7 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 		}
 		if gone && err == nil {
 			k.mu.Lock()
-			e.base, e.version, e.known = ClusterState{}, "", true
+			e.base, e.version, e.known, e.flushed = ClusterState{}, "", true, seq
 			if e.seq == seq {
 				delete(k.entries, cluster)
 			}
@@ -669,7 +777,7 @@ func (k *Keeper) resolve(ctx context.Context, cluster string) error {
 }
 
 func (k *Keeper) get(ctx context.Context, cluster string) (ClusterState, Version, error) {
-	start := time.Now()
+	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	st, v, err := k.store.Get(cctx, cluster)
 	cancel()
@@ -685,7 +793,7 @@ func (k *Keeper) get(ctx context.Context, cluster string) (ClusterState, Version
 }
 
 func (k *Keeper) put(ctx context.Context, cluster string, st ClusterState, v Version) (Version, error) {
-	start := time.Now()
+	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	nv, err := k.store.Put(cctx, cluster, st, v)
 	cancel()
@@ -694,7 +802,7 @@ func (k *Keeper) put(ctx context.Context, cluster string, st ClusterState, v Ver
 }
 
 func (k *Keeper) del(ctx context.Context, cluster string, v Version) error {
-	start := time.Now()
+	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	err := k.store.Delete(cctx, cluster, v)
 	cancel()
@@ -703,7 +811,7 @@ func (k *Keeper) del(ctx context.Context, cluster string, v Version) error {
 }
 
 func (k *Keeper) called(op, cluster string, start time.Time, err error) {
-	d := time.Since(start)
+	d := k.opts.Clock.Since(start)
 	k.mu.Lock()
 	k.stats.LastCall = d
 	switch {
@@ -720,21 +828,27 @@ func (k *Keeper) called(op, cluster string, start time.Time, err error) {
 	}
 }
 
+// mergeStates merges a record changed by an older writer since this Keeper
+// last knew it (base) with the store's version (theirs) and memory (mine).
+// The hysteresis snapshot is mine: the current leader's engine decides, and
+// it was restored from the store before its first probe; theirs is kept only
+// if this Keeper has none yet. Pending deletes merge by pod sync's rule
+// (deletes.Merge), so an owed delete a dying leader recorded is never lost.
+func mergeStates(base, theirs, mine ClusterState) ClusterState {
+	out := clone(mine)
+	if len(out.Hysteresis) == 0 && len(theirs.Hysteresis) > 0 {
+		out.Hysteresis = append([]byte(nil), theirs.Hysteresis...)
+	}
+	out.Deletes = deletes.Merge(base.Deletes, theirs.Deletes, mine.Deletes)
+	return out
+}
+
 func clone(st ClusterState) ClusterState {
 	out := st
 	out.Hysteresis = append([]byte(nil), st.Hysteresis...)
 	if len(out.Hysteresis) == 0 {
 		out.Hysteresis = nil
 	}
-	if st.Deletes != nil {
-		out.Deletes = make([]PendingDelete, len(st.Deletes))
-		for i, d := range st.Deletes {
-			if d.GracePeriodSeconds != nil {
-				g := *d.GracePeriodSeconds
-				d.GracePeriodSeconds = &g
-			}
-			out.Deletes[i] = d
-		}
-	}
+	out.Deletes = deletes.Clone(st.Deletes)
 	return out
 }

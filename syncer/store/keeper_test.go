@@ -5,96 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/store/storetest"
 )
 
-// faultStore wraps a Store: calls fail with err while it is set, and may
-// lose the reply of the next successful Put.
-type faultStore struct {
-	store.Store
-	mu        sync.Mutex
-	err       error
-	loseReply bool
-	calls     atomic.Int64
-}
-
-func (f *faultStore) fail(err error) {
-	f.mu.Lock()
-	f.err = err
-	f.mu.Unlock()
-}
-
-func (f *faultStore) check() error {
-	f.calls.Add(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
-}
-
-func (f *faultStore) Get(ctx context.Context, c string) (store.ClusterState, store.Version, error) {
-	if err := f.check(); err != nil {
-		return store.ClusterState{}, "", err
-	}
-	return f.Store.Get(ctx, c)
-}
-
-func (f *faultStore) Put(ctx context.Context, c string, st store.ClusterState, v store.Version) (store.Version, error) {
-	if err := f.check(); err != nil {
-		return "", err
-	}
-	nv, err := f.Store.Put(ctx, c, st, v)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil && f.loseReply {
-		f.loseReply = false
-		return "", fmt.Errorf("%w: reply lost", store.ErrUnavailable)
-	}
-	return nv, err
-}
-
-func (f *faultStore) Delete(ctx context.Context, c string, v store.Version) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.Delete(ctx, c, v)
-}
-
-func (f *faultStore) Scan(ctx context.Context) ([]store.Record, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	return f.Store.Scan(ctx)
-}
-
-func (f *faultStore) NextTerm(ctx context.Context) (uint64, error) {
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	return f.Store.NextTerm(ctx)
-}
-
-func (f *faultStore) Term(ctx context.Context) (uint64, error) {
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	return f.Store.Term(ctx)
-}
-
-var errDown = fmt.Errorf("%w: connection refused", store.ErrUnavailable)
-
-func owed(name string) store.PendingDelete {
-	return store.PendingDelete{Kind: store.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
+func owed(name string) deletes.PendingDelete {
+	return deletes.PendingDelete{Kind: deletes.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
 		Cause: "DeletionByTaintManager", Since: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 }
 
-func names(ds []store.PendingDelete) []string {
+func names(ds []deletes.PendingDelete) []string {
 	var out []string
 	for _, d := range ds {
 		out = append(out, d.Name)
@@ -108,6 +35,21 @@ func runKeeper(t *testing.T, k *store.Keeper) context.CancelFunc {
 	go func() { defer close(done); k.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return cancel
+}
+
+// startKeeper runs a Keeper on a fake clock that the test moves: changes
+// are written by explicit flushes only, unless the test moves the clock past
+// the coalescing delay or a backoff.
+func startKeeper(t *testing.T, s store.Store, opts ...store.KeeperOptions) (*store.Keeper, *clocktesting.FakeClock) {
+	var o store.KeeperOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	o.Clock = clk
+	k := store.NewKeeper(s, testr.New(t), o)
+	runKeeper(t, k)
+	return k, clk
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -132,48 +74,63 @@ func mustGet(t *testing.T, s store.Store, c string) store.ClusterState {
 
 func TestKeeperCoalescesChanges(t *testing.T) {
 	m := store.NewMemory()
-	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Coalesce: 100 * time.Millisecond})
-	runKeeper(t, k)
+	k, clk := startKeeper(t, m, store.KeeperOptions{Coalesce: 100 * time.Millisecond})
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
 	for i := range 200 {
 		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint(i))) })
 	}
+	clk.Step(99 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	if m.Puts() != 0 {
+		t.Fatalf("%d write(s) before the coalescing delay passed", m.Puts())
+	}
+	clk.Step(time.Millisecond)
 	waitFor(t, "written", func() bool { return k.Pending() == 0 })
 	if got := len(mustGet(t, m, "a").Deletes); got != 200 {
 		t.Fatalf("record holds %d deletes, want 200", got)
 	}
-	if m.Puts() > 3 {
-		t.Errorf("200 changes made %d writes, want them coalesced (≤3)", m.Puts())
+	if m.Puts() != 1 {
+		t.Errorf("200 changes made %d writes, want them coalesced into 1", m.Puts())
 	}
-	t.Logf("200 changes in a burst: %d write(s)", m.Puts())
 }
 
 func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	m := store.NewMemory()
-	f := &faultStore{Store: m}
-	k := store.NewKeeper(f, testr.New(t), store.KeeperOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Coalesce: time.Millisecond})
-	runKeeper(t, k)
+	f := &storetest.Faulty{Store: m}
+	const minBackoff, maxBackoff = 20 * time.Millisecond, 200 * time.Millisecond
+	k, clk := startKeeper(t, f, store.KeeperOptions{MinBackoff: minBackoff, MaxBackoff: maxBackoff, Coalesce: time.Millisecond})
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
-	f.fail(errDown)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
-	waitFor(t, "a failed write", func() bool { return k.Stats().Errors > 0 })
+	f.Fail(storetest.ErrDown)
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
+	k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("b")} })
+	clk.Step(time.Millisecond)
+	waitFor(t, "failed writes", func() bool { return k.Stats().Errors == 2 })
 	if k.Health() == nil {
 		t.Fatal("Health is nil while the store is down")
 	}
-	// Changes while the store is down stay in memory, readable at once.
+	// Changes while the store is down stay in memory, readable at once,
+	// and wait for their cluster's retry instead of writing again.
+	before := f.Calls()
 	for i := range 50 {
 		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint("q", i))) })
-		k.Update("b", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed(fmt.Sprint("b", i))} })
+		k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed(fmt.Sprint("b", i))} })
 	}
 	if got := len(k.State("a").Deletes); got != 51 {
 		t.Fatalf("memory holds %d deletes, want 51", got)
 	}
-	before := f.calls.Load()
-	time.Sleep(time.Second)
-	calls := f.calls.Load() - before
-	// Backoff 20ms→200ms: about a dozen attempts in a second (each of at
-	// most two clusters), not one per change.
-	if calls > 40 {
+	clk.Step(minBackoff/2 - 2*time.Millisecond) // past the coalescing delay, before any retry
+	time.Sleep(50 * time.Millisecond)
+	if n := f.Calls() - before; n != 0 {
+		t.Fatalf("%d store calls for changes made while backing off, want none before the retry", n)
+	}
+	// A second of store time: backoff 20ms→200ms is about seven attempts
+	// a cluster, not one per change or per step.
+	for range 100 {
+		clk.Step(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	calls := f.Calls() - before
+	if calls > 20 {
 		t.Errorf("%d store calls in 1s while down: not backing off", calls)
 	}
 	st := k.Stats()
@@ -181,8 +138,11 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 		t.Errorf("stats while down: %+v", st)
 	}
 	t.Logf("store down: %d calls in 1s, stats %+v, health: %v", calls, st, k.Health())
-	f.fail(nil)
-	waitFor(t, "written after recovery", func() bool { return k.Pending() == 0 })
+	f.Fail(nil)
+	waitFor(t, "written after recovery", func() bool {
+		clk.Step(10 * time.Millisecond)
+		return k.Pending() == 0
+	})
 	if got := len(mustGet(t, m, "a").Deletes); got != 51 {
 		t.Fatalf("record of a holds %d deletes after recovery, want 51", got)
 	}
@@ -197,13 +157,13 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 func TestKeeperFencedByNewerWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A new leader takes over: reads, takes a newer term, writes.
-	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -237,15 +197,15 @@ func TestKeeperFencedByNewerWriter(t *testing.T) {
 func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
+	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
 	old.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"by":"old"}`)
-		st.Deletes = []store.PendingDelete{owed("p0"), owed("p1")}
+		st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")}
 	})
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +213,7 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	// before the new one has claimed the record (taken its term, written
 	// the record back), so no conflict for the old one.
 	old.Update("a", func(st *store.ClusterState) {
-		st.Deletes = []store.PendingDelete{owed("p1"), owed("p2")}
+		st.Deletes = []deletes.PendingDelete{owed("p1"), owed("p2")}
 	})
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -290,10 +250,10 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 func TestKeeperLostReply(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	f := &faultStore{Store: m}
-	k := store.NewKeeper(f, testr.New(t))
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
-	f.loseReply = true
+	f := &storetest.Faulty{Store: m}
+	k, _ := startKeeper(t, f)
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
+	f.LoseReply()
 	if err := k.Flush(ctx); err == nil {
 		t.Fatal("flush with a lost reply succeeded")
 	}
@@ -309,15 +269,15 @@ func TestKeeperLostReply(t *testing.T) {
 func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	prev := store.NewKeeper(m, testr.New(t))
+	prev, _ := startKeeper(t, m)
 	prev.Update("a", func(st *store.ClusterState) {
 		st.Hysteresis = []byte(`{"saved":true}`)
-		st.Deletes = []store.PendingDelete{owed("saved")}
+		st.Deletes = []deletes.PendingDelete{owed("saved")}
 	})
 	if err := prev.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k := store.NewKeeper(m, testr.New(t))
+	k, _ := startKeeper(t, m)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("early")) })
 	st, err := k.Load(ctx, "a")
 	if err != nil {
@@ -337,8 +297,8 @@ func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 func TestKeeperForget(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	k := store.NewKeeper(m, testr.New(t))
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p")} })
+	k, _ := startKeeper(t, m)
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p")} })
 	if err := k.FlushCluster(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -352,12 +312,12 @@ func TestKeeperForget(t *testing.T) {
 		t.Fatalf("record after ForgetNow: %v", err)
 	}
 	// A record this Keeper never read is deleted too.
-	other := store.NewKeeper(m, testr.New(t))
-	other.Update("b", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("q")} })
+	other, _ := startKeeper(t, m)
+	other.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("q")} })
 	if err := other.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k2 := store.NewKeeper(m, testr.New(t))
+	k2, _ := startKeeper(t, m)
 	if err := k2.ForgetNow(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +357,7 @@ func TestKeeperReplacesCorruptRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, preload := range []bool{false, true} {
-		k := store.NewKeeper(corruptStore{m}, logr.Discard())
+		k, _ := startKeeper(t, corruptStore{m})
 		if preload {
 			if _, err := k.Preload(ctx); err != nil {
 				t.Fatalf("preload with a corrupt record: %v", err)
@@ -420,7 +380,7 @@ func TestKeeperReplacesCorruptRecord(t *testing.T) {
 func TestKeeperTakesOneTerm(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	k := store.NewKeeper(m, logr.Discard())
+	k, _ := startKeeper(t, m)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
@@ -444,8 +404,8 @@ func TestKeeperTakesOneTerm(t *testing.T) {
 func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	k := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "me"})
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p0")} })
+	k, _ := startKeeper(t, m, store.KeeperOptions{Writer: "me"})
+	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -475,15 +435,15 @@ func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	old := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p0"), owed("p1")} })
+	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.CheckWriter(ctx); err != nil {
 		t.Fatalf("the only writer: %v", err)
 	}
-	leader := store.NewKeeper(m, testr.New(t), store.KeeperOptions{Writer: "new"})
+	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
 	if _, err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +458,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	}
 	// The old leader, resumed with stale memory, drops p0: fenced, nothing
 	// written, and CheckWriter says so before it deletes anything.
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("p1")} })
+	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("old writer's flush after the claim: %v, want ErrFenced", err)
 	}

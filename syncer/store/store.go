@@ -8,16 +8,16 @@
 // read (a resourceVersion, an etcd mod revision): a replica that lost the
 // lead gets ErrConflict and never silently overwrites its successor.
 //
-// Three parts:
+// Two parts:
 //   - Store: a backend (Memory here; kubestore and etcdstore in
 //     sub-packages). Get/Put/Delete/Scan of records, plus a writer term.
 //   - Keeper: the one writer per process. Components change state in memory
 //     (Update) and read it (State); the Keeper writes in the background,
 //     coalescing, retrying with backoff, fenced by its term.
-//   - Persister: decides when the hysteresis engine's snapshot of a cluster
-//     is worth writing (transitions, and checkpoints of a failure streak in
-//     progress, never once per probe), and restores it before the cluster's
-//     first probe after a restart.
+//
+// What goes into a record is decided by its owners: syncer/enginestate
+// writes the engine's snapshot, pod sync its pending deletes
+// (syncer/podsync/deletes).
 //
 // See docs/state-store.md.
 package store
@@ -26,7 +26,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
+
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
 // ErrConflict: the record changed since it was read (another writer).
@@ -59,55 +60,14 @@ type ClusterState struct {
 	// Hysteresis is the engine's snapshot of the cluster
 	// (hysteresis.Fleet.SnapshotCluster), versioned JSON.
 	Hysteresis json.RawMessage `json:"hysteresis,omitempty"`
-	// Deletes are downstream pod deletes leafsync owes or defers.
-	Deletes []PendingDelete `json:"deletes,omitempty"`
+	// Deletes are downstream pod deletes leafsync owes or defers (pod
+	// sync's records: package deletes).
+	Deletes []deletes.PendingDelete `json:"deletes,omitempty"`
 
 	// Term and Writer say who wrote the record (set by the Keeper on
 	// every write; ignored when comparing states).
 	Term   uint64 `json:"term,omitempty"`
 	Writer string `json:"writer,omitempty"`
-}
-
-// DeleteKind says why a downstream delete waits.
-type DeleteKind string
-
-const (
-	// Owed: the host deleted the pod while the member was confirmed down;
-	// the member pod is deleted when the member is reachable, per policy.
-	Owed DeleteKind = "Owed"
-	// Deferred: a stale eviction; the member pod is kept until the host's
-	// replacement is Ready (or MaxDeferral passes).
-	Deferred DeleteKind = "Deferred"
-	// Retained: a stale eviction under the Retain policy; the member pod
-	// is kept and reported as an orphan.
-	Retained DeleteKind = "Retained"
-)
-
-// PendingDelete is one member pod whose deletion waits.
-type PendingDelete struct {
-	Kind      DeleteKind `json:"kind"`
-	Namespace string     `json:"namespace"`
-	Name      string     `json:"name"`
-	// HostUID is the UID of the host pod that was deleted; the member pod
-	// carries it in a label, so a recreated host pod (new UID) is told apart.
-	HostUID string `json:"hostUID"`
-	// Cause is the DisruptionTarget reason of the host deletion ("" for a
-	// plain DELETE).
-	Cause string `json:"cause,omitempty"`
-	// Owner is the host pod's controller (Kind/name), to find its replacement.
-	Owner string `json:"owner,omitempty"`
-	// Since is when the delete was recorded; MaxDeferral counts from it.
-	Since time.Time `json:"since"`
-	// HostDeletedAt is when the host pod began terminating (its deletion
-	// timestamp minus its grace period); the owner's replacements are the
-	// pods it created from then on.
-	HostDeletedAt time.Time `json:"hostDeletedAt,omitempty"`
-	// Replacement is the UID of the host pod assigned as this delete's
-	// replacement (DeferUntilReplaced): the member pod goes once that pod
-	// is Ready. One replacement is never assigned to two deletes.
-	Replacement string `json:"replacement,omitempty"`
-	// GracePeriodSeconds is the grace period to forward.
-	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 }
 
 // Record is one cluster's state as read from a backend.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 	"github.com/leafsync/leafsync/syncer/store/etcdstore"
 	"github.com/leafsync/leafsync/syncer/store/kubestore"
@@ -232,7 +233,7 @@ func restartScenarios(t *testing.T, f *fleet, storeSnippet string, s store.Store
 		// While no leafsync runs, the previous process's last act: an owed
 		// delete recorded for member-a (pod sync writes these through the
 		// Keeper). It must survive the restart.
-		addOwed(t, s, "member-a", store.PendingDelete{Kind: store.Owed, Namespace: "workload", Name: owedPod,
+		addOwed(t, s, "member-a", deletes.PendingDelete{Kind: deletes.Owed, Namespace: "workload", Name: owedPod,
 			HostUID: owedUID, Since: time.Now().UTC().Truncate(time.Second)})
 		gen++
 		ls = f.startLeafsync(top, fmt.Sprintf("leafsync-%d", gen))
@@ -435,7 +436,7 @@ func restartScenarios(t *testing.T, f *fleet, storeSnippet string, s store.Store
 
 func hasOwed(st store.ClusterState, name string) bool {
 	for _, d := range st.Deletes {
-		if d.Kind == store.Owed && d.Name == name {
+		if d.Kind == deletes.Owed && d.Name == name {
 			return true
 		}
 	}
@@ -443,7 +444,7 @@ func hasOwed(st store.ClusterState, name string) bool {
 }
 
 // addOwed adds a pending delete to a record, conditionally.
-func addOwed(t *testing.T, s store.Store, cluster string, d store.PendingDelete) {
+func addOwed(t *testing.T, s store.Store, cluster string, d deletes.PendingDelete) {
 	t.Helper()
 	st, v, err := s.Get(context.Background(), cluster)
 	if err != nil {
@@ -504,6 +505,10 @@ func TestEtcdStoreSurvivesMemberLoss(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	k := store.NewKeeper(s, logr.Discard(), store.KeeperOptions{Writer: "e2e", CallTimeout: 3 * time.Second})
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); k.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-stopped })
 	const clusters = 30
 	name := func(i int) string { return fmt.Sprintf("member-%02d", i) }
 	want := map[string]store.ClusterState{}
@@ -511,7 +516,7 @@ func TestEtcdStoreSurvivesMemberLoss(t *testing.T) {
 		for i := range clusters {
 			k.Update(name(i), func(st *store.ClusterState) {
 				st.Hysteresis = json.RawMessage(fmt.Sprintf(`{"version":1,"cluster":%q,"round":%d}`, name(i), round))
-				st.Deletes = append(st.Deletes, store.PendingDelete{Kind: store.Owed, Namespace: "ns",
+				st.Deletes = append(st.Deletes, deletes.PendingDelete{Kind: deletes.Owed, Namespace: "ns",
 					Name: fmt.Sprintf("pod-%d", round), HostUID: fmt.Sprintf("uid-%d-%d", i, round), Since: time.Unix(int64(round), 0).UTC()})
 			})
 			want[name(i)] = k.State(name(i))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -211,12 +212,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 	t.Run("a deposed leader's keeper is fenced", func(t *testing.T) {
 		c := name("fence")
-		old := store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "old"})
+		old := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "old"}))
 		old.Update(c, func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"old"}`) })
 		if err := old.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		leader := store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "new"})
+		leader := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "new"}))
 		if _, err := leader.Load(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -252,6 +253,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
+// runKeeper runs k until the test ends.
+func runKeeper(t *testing.T, k *store.Keeper) *store.Keeper {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return k
+}
+
 // sample is a record with a hysteresis snapshot and n pending deletes.
 func sample(cluster string, n int) store.ClusterState {
 	st := store.ClusterState{
@@ -260,8 +270,8 @@ func sample(cluster string, n int) store.ClusterState {
 	}
 	grace := int64(30)
 	for i := range n {
-		st.Deletes = append(st.Deletes, store.PendingDelete{
-			Kind: store.Owed, Namespace: "workload", Name: fmt.Sprintf("web-%d", i),
+		st.Deletes = append(st.Deletes, deletes.PendingDelete{
+			Kind: deletes.Owed, Namespace: "workload", Name: fmt.Sprintf("web-%d", i),
 			HostUID: fmt.Sprintf("0b5c1d8e-%04d-4c52-9e1e-6f1c2a3b4c5d", i), Cause: "DeletionByTaintManager",
 			Owner: "ReplicaSet/web-5d9c7", Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), GracePeriodSeconds: &grace,
 		})

@@ -1,4 +1,4 @@
-package store_test
+package enginestate_test
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/enginestate"
+	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/syncer/store/storetest"
 )
 
 // A restart in the middle of an outage resumes the outage clock: the leaf
@@ -26,7 +29,7 @@ func TestRestartMidOutageResumesClocks(t *testing.T) {
 	const c = "m1"
 	const outage = 30 * time.Second
 	phase := 300 * time.Millisecond
-	base := startSim(t, store.NewMemory(), fc, store.PersisterOptions{}, c)
+	base := startSim(t, store.NewMemory(), fc, enginestate.Options{}, c)
 	base.run(c, down(outage, time.Hour), 0, outage+30*time.Second, p, phase)
 	want := base.notReadyAt[c]
 	if want.IsZero() {
@@ -40,7 +43,7 @@ func TestRestartMidOutageResumesClocks(t *testing.T) {
 			worst := time.Duration(0)
 			for r := 500 * time.Millisecond; r < fc.NotReadyAfter.Duration; r += 250 * time.Millisecond {
 				m := store.NewMemory()
-				po := store.PersisterOptions{CheckpointInterval: ci}
+				po := enginestate.Options{CheckpointInterval: ci}
 				before := startSim(t, m, fc, po, c)
 				kill := outage + r
 				before.run(c, down(outage, time.Hour), 0, kill, p, phase)
@@ -84,17 +87,17 @@ func TestRestartIsNotAFlap(t *testing.T) {
 	flap := down(30*time.Second, 37*time.Second) // 7s < notReadyAfter
 	phase := 100 * time.Millisecond
 
-	base := startSim(t, store.NewMemory(), fc, store.PersisterOptions{}, c)
+	base := startSim(t, store.NewMemory(), fc, enginestate.Options{}, c)
 	base.run(c, flap, 0, 90*time.Second, p, phase)
 	want, _ := base.fleet.Counters(c)
 
 	m := store.NewMemory()
-	x := startSim(t, m, fc, store.PersisterOptions{}, c)
+	x := startSim(t, m, fc, enginestate.Options{}, c)
 	x.run(c, flap, 0, 34*time.Second, p, phase) // restart 4s into the flap
-	x = startSim(t, m, fc, store.PersisterOptions{}, c)
+	x = startSim(t, m, fc, enginestate.Options{}, c)
 	x.run(c, flap, 35*time.Second, 70*time.Second, p, phase)
 	puts := m.Puts()
-	x = startSim(t, m, fc, store.PersisterOptions{}, c) // restart while Ready
+	x = startSim(t, m, fc, enginestate.Options{}, c) // restart while Ready
 	if m.Puts() != puts {
 		t.Errorf("restoring wrote %d records", m.Puts()-puts)
 	}
@@ -118,12 +121,17 @@ func TestRestoreAfterObservationRefused(t *testing.T) {
 	f, _ := hysteresis.NewFleet(testFleetConfig())
 	_ = f.Add("m1", hysteresis.Overrides{})
 	k := store.NewKeeper(store.NewMemory(), logr.Discard())
-	p := store.NewPersister(f, k, store.PersisterOptions{})
+	p := enginestate.New(f, k, enginestate.Options{})
 	st, ts, _ := f.Observe("m1", hysteresis.Observation{Time: t0, OK: true})
 	p.Observed("m1", st, ts)
-	if _, err := p.Restore(context.Background(), "m1"); !errors.Is(err, store.ErrRestoreTooLate) {
+	if _, err := p.Restore(context.Background(), "m1"); !errors.Is(err, enginestate.ErrRestoreTooLate) {
 		t.Fatalf("restore after an observation: %v, want ErrRestoreTooLate", err)
 	}
+}
+
+func owed(name string) deletes.PendingDelete {
+	return deletes.PendingDelete{Kind: deletes.Owed, Namespace: "ns", Name: name, HostUID: "uid-" + name,
+		Cause: "DeletionByTaintManager", Since: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 }
 
 // With the store down when the leader starts, members start fresh after
@@ -133,18 +141,18 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	ctx := context.Background()
 	fc := testFleetConfig()
 	m := store.NewMemory()
-	prev := startSim(t, m, fc, store.PersisterOptions{}, "a", "b")
+	prev := startSim(t, m, fc, enginestate.Options{}, "a", "b")
 	prev.run("a", down(10*time.Second, time.Hour), 0, 20*time.Second, time.Second, 0)
-	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []store.PendingDelete{owed("owed-before-restart")} })
+	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("owed-before-restart")} })
 	if err := prev.keeper.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	f := &faultStore{Store: m}
-	f.fail(errDown)
+	f := &storetest.Faulty{Store: m}
+	f.Fail(storetest.ErrDown)
 	fleet, _ := hysteresis.NewFleet(fc)
-	k := store.NewKeeper(f, logr.Discard(), store.KeeperOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	p := store.NewPersister(fleet, k, store.PersisterOptions{RestoreTimeout: 300 * time.Millisecond})
+	k := runKeeper(t, f, store.KeeperOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	p := enginestate.New(fleet, k, enginestate.Options{RestoreTimeout: 300 * time.Millisecond})
 	for i, c := range []string{"a", "b"} {
 		_ = fleet.Add(c, hysteresis.Overrides{})
 		start := time.Now()
@@ -167,12 +175,19 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	st, ts, _ := fleet.Observe("a", hysteresis.Observation{Time: t0.Add(25 * time.Second), Class: hysteresis.ClassNetwork})
 	p.Observed("a", st, ts)
 	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("owed-after-restart")) })
-	f.fail(nil)
+	f.Fail(nil)
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec := mustGet(t, m, "a")
-	if got := fmt.Sprint(names(rec.Deletes)); got != "[owed-after-restart owed-before-restart]" {
+	rec, _, err := m.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range rec.Deletes {
+		names = append(names, d.Name)
+	}
+	if got := fmt.Sprint(names); got != "[owed-after-restart owed-before-restart]" {
 		t.Errorf("record after the store came back: deletes %s", got)
 	}
 	var snap struct {

@@ -1,4 +1,10 @@
-package store
+// Package enginestate keeps the hysteresis engine's state of each member
+// across restarts and changes of leader: it decides when a member's engine
+// snapshot is worth writing to the state store (transitions, and
+// checkpoints while something is in progress — never once per probe), and
+// restores it into the engine before the member's first probe. Writes go
+// through the store's Keeper. See docs/state-store.md.
+package enginestate
 
 import (
 	"context"
@@ -9,8 +15,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/store"
 )
 
 // Engine is what the Persister needs of the hysteresis engine;
@@ -24,8 +32,8 @@ type Engine interface {
 
 var _ Engine = (*hysteresis.Fleet)(nil)
 
-// PersisterOptions tune a Persister; zero values take the defaults.
-type PersisterOptions struct {
+// Options tune a Persister; zero values take the defaults.
+type Options struct {
 	// CheckpointInterval is the least engine time between two writes of a
 	// cluster's snapshot while a failure (or recovery) is in progress
 	// (default 10s). A restart loses at most this much of a streak, plus
@@ -39,9 +47,9 @@ type PersisterOptions struct {
 	RestoreTimeout time.Duration
 	// Logger for restores and checkpoints.
 	Logger logr.Logger
-	// Now is the wall clock (time.Now when nil); engine decisions use the
+	// Clock is the wall clock (real when nil); engine decisions use the
 	// observations' own times.
-	Now func() time.Time
+	Clock clock.Clock
 }
 
 // Persister decides when a cluster's hysteresis snapshot is written, and
@@ -60,13 +68,13 @@ type PersisterOptions struct {
 // time it was last decayed, which the snapshot holds.
 type Persister struct {
 	eng    Engine
-	keeper *Keeper
-	opts   PersisterOptions
+	keeper *store.Keeper
+	opts   Options
 	log    logr.Logger
 
 	mu    sync.Mutex
 	marks map[string]*mark
-	stats PersisterStats
+	stats Stats
 
 	preloadMu    sync.Mutex
 	firstRestore time.Time
@@ -80,8 +88,8 @@ type mark struct {
 	failingAt time.Time // engine time of the last observation in progress
 }
 
-// PersisterStats are the Persister's figures.
-type PersisterStats struct {
+// Stats are the Persister's figures.
+type Stats struct {
 	// Restored: clusters whose saved state was restored before their first
 	// probe. Fresh: clusters that had no saved state. Unrestored:
 	// clusters started without their saved state (store unavailable at
@@ -93,16 +101,16 @@ type PersisterStats struct {
 	LastRestoreError string
 }
 
-// NewPersister returns a Persister writing through keeper.
-func NewPersister(eng Engine, keeper *Keeper, o PersisterOptions) *Persister {
+// New returns a Persister writing through keeper.
+func New(eng Engine, keeper *store.Keeper, o Options) *Persister {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
 	}
 	if o.RestoreTimeout <= 0 {
 		o.RestoreTimeout = 10 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -112,7 +120,7 @@ func NewPersister(eng Engine, keeper *Keeper, o PersisterOptions) *Persister {
 
 // ErrRestoreTooLate: a restore was asked after the cluster's first
 // observation in this process; restoring then would rewind the engine.
-var ErrRestoreTooLate = errors.New("store: restore after the cluster's first observation refused")
+var ErrRestoreTooLate = errors.New("enginestate: restore after the cluster's first observation refused")
 
 // Restore restores a cluster's saved hysteresis state into the engine. It
 // must be called after the cluster is added to the engine and before its
@@ -132,7 +140,7 @@ func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
 
 	if !p.keeper.Known(cluster) {
 		if err := p.preload(ctx); err != nil {
-			p.count(func(s *PersisterStats) {
+			p.count(func(s *Stats) {
 				s.Unrestored++
 				s.LastRestoreError = err.Error()
 			})
@@ -141,7 +149,7 @@ func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
 	}
 	st := p.keeper.State(cluster)
 	if len(st.Hysteresis) == 0 {
-		p.count(func(s *PersisterStats) { s.Fresh++ })
+		p.count(func(s *Stats) { s.Fresh++ })
 		return false, nil
 	}
 	var head struct {
@@ -156,7 +164,7 @@ func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
 	}
 	if err != nil {
 		err = fmt.Errorf("saved state of cluster %s cannot be restored, starting fresh: %w", cluster, err)
-		p.count(func(s *PersisterStats) {
+		p.count(func(s *Stats) {
 			s.Unrestored++
 			s.LastRestoreError = err.Error()
 		})
@@ -190,7 +198,7 @@ func (p *Persister) preload(ctx context.Context) error {
 	if p.keeper.Preloaded() {
 		return nil
 	}
-	now := p.opts.Now()
+	now := p.opts.Clock.Now()
 	if p.firstRestore.IsZero() {
 		p.firstRestore = now
 	}
@@ -201,11 +209,11 @@ func (p *Persister) preload(ctx context.Context) error {
 		}
 		deadline = now.Add(time.Second)
 	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
 	defer cancel()
 	wait := 100 * time.Millisecond
 	for {
-		p.lastAttempt = p.opts.Now()
+		p.lastAttempt = p.opts.Clock.Now()
 		n, err := p.keeper.Preload(ctx)
 		if err == nil {
 			p.log.Info("read saved state of the fleet", "records", n, "backend", p.keeper.Backend())
@@ -214,17 +222,10 @@ func (p *Persister) preload(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("reading saved state: %w", err)
-		case <-time.After(wait):
+		case <-p.opts.Clock.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
-}
-
-// Preloaded reports whether the Keeper has read every record.
-func (k *Keeper) Preloaded() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.preloaded
 }
 
 // Observed is called after every observation the engine accepted, with the
@@ -269,7 +270,7 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 	if err != nil {
 		return // removed meanwhile
 	}
-	p.keeper.Update(cluster, func(s *ClusterState) { s.Hysteresis = snap })
+	p.keeper.Update(cluster, func(s *store.ClusterState) { s.Hysteresis = snap })
 }
 
 // Forget drops a deregistered cluster's saved state (a deregistration
@@ -282,13 +283,13 @@ func (p *Persister) Forget(ctx context.Context, cluster string) error {
 }
 
 // Stats returns the Persister's figures.
-func (p *Persister) Stats() PersisterStats {
+func (p *Persister) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
 }
 
-func (p *Persister) count(fn func(*PersisterStats)) {
+func (p *Persister) count(fn func(*Stats)) {
 	p.mu.Lock()
 	fn(&p.stats)
 	p.mu.Unlock()

@@ -1,4 +1,4 @@
-package store_test
+package enginestate_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -23,7 +24,7 @@ type writeTrace struct {
 // flushing after every probe (no coalescing across probes: an upper bound),
 // and returns the store writes per member per minute of the trace, the
 // busiest minute's writes per member, and the writes of quiet minutes.
-func writeRates(tb testing.TB, fc hysteresis.FleetConfig, po store.PersisterOptions, members int, tr writeTrace) (perMin, peak, quiet float64) {
+func writeRates(tb testing.TB, fc hysteresis.FleetConfig, po enginestate.Options, members int, tr writeTrace) (perMin, peak, quiet float64) {
 	m := store.NewMemory()
 	names := make([]string, members)
 	for i := range names {
@@ -64,7 +65,7 @@ func writeRates(tb testing.TB, fc hysteresis.FleetConfig, po store.PersisterOpti
 // default thresholds (probe 5s, cordon 10s, NotReady 90s, Ready 30s,
 // window 10m) and checkpointInterval 10s, for 20 members:
 //
-//	go test ./syncer/store -run '^$' -bench StoreWrites -benchtime 1x
+//	go test ./syncer/enginestate -run '^$' -bench StoreWrites -benchtime 1x
 //
 // writes/min/member is over the whole trace; peak-writes/min/member the
 // busiest minute; quiet-writes/min/member the minutes without a failed
@@ -72,7 +73,7 @@ func writeRates(tb testing.TB, fc hysteresis.FleetConfig, po store.PersisterOpti
 // writes one flap causes in all.
 func BenchmarkStoreWrites(b *testing.B) {
 	fc := hysteresis.DefaultFleetConfig()
-	po := store.PersisterOptions{CheckpointInterval: 10 * time.Second}
+	po := enginestate.Options{CheckpointInterval: 10 * time.Second}
 	const members = 20
 	traces := []writeTrace{
 		{name: "steady", duration: time.Hour, link: func(int, time.Duration) bool { return true }},
@@ -108,7 +109,7 @@ func BenchmarkStoreWrites(b *testing.B) {
 // per probe (12/min at the default probe interval).
 func TestWriteRates(t *testing.T) {
 	fc := hysteresis.DefaultFleetConfig()
-	po := store.PersisterOptions{CheckpointInterval: 10 * time.Second}
+	po := enginestate.Options{CheckpointInterval: 10 * time.Second}
 	perProbe := float64(time.Minute / fc.ProbeInterval.Duration)
 	for _, tc := range []struct {
 		tr                 writeTrace

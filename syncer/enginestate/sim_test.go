@@ -1,4 +1,4 @@
-package store_test
+package enginestate_test
 
 import (
 	"context"
@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -19,7 +21,7 @@ type sim struct {
 	tb     testing.TB
 	fleet  *hysteresis.Fleet
 	keeper *store.Keeper
-	p      *store.Persister
+	p      *enginestate.Persister
 	s      store.Store
 	// notReadyAt is the engine time of the first move to NotReady.
 	notReadyAt map[string]time.Time
@@ -39,15 +41,15 @@ func testFleetConfig() hysteresis.FleetConfig {
 }
 
 // startSim starts a process: it restores every cluster before observing.
-func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po store.PersisterOptions, clusters ...string) *sim {
+func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po enginestate.Options, clusters ...string) *sim {
 	tb.Helper()
 	f, err := hysteresis.NewFleet(fc)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	k := store.NewKeeper(s, logr.Discard())
+	k := runKeeper(tb, s, store.KeeperOptions{})
 	po.Logger = logr.Discard()
-	x := &sim{tb: tb, fleet: f, keeper: k, p: store.NewPersister(f, k, po), s: s,
+	x := &sim{tb: tb, fleet: f, keeper: k, p: enginestate.New(f, k, po), s: s,
 		notReadyAt: map[string]time.Time{}, everReady: map[string]bool{}}
 	for _, c := range clusters {
 		if err := f.Add(c, hysteresis.Overrides{}); err != nil {
@@ -58,6 +60,18 @@ func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po store.
 		}
 	}
 	return x
+}
+
+// runKeeper runs a Keeper until the test ends, on a fake clock that never
+// moves: it writes on explicit flushes only.
+func runKeeper(tb testing.TB, s store.Store, o store.KeeperOptions) *store.Keeper {
+	o.Clock = clocktesting.NewFakeClock(time.Now())
+	k := store.NewKeeper(s, logr.Discard(), o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	return k
 }
 
 func (x *sim) observe(c string, at time.Time, ok bool) hysteresis.Status {
