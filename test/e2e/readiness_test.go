@@ -380,8 +380,8 @@ func TestBlackholeNotReadyBound(t *testing.T) {
 	if took < prodNotReady {
 		t.Errorf("NotReady %s after the cut, before notReadyAfter", took)
 	}
-	if took > bound+time.Second {
-		t.Errorf("NotReady %s after the cut, later than the bound %s (+1s to write)", took, bound)
+	if took > bound+writeSlack {
+		t.Errorf("NotReady %s after the cut, later than the bound %s (+%s to write)", took, bound, writeSlack)
 	}
 }
 
