@@ -19,10 +19,13 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/engage"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/registration"
@@ -67,6 +70,8 @@ type Options struct {
 	AllocatableEvery time.Duration
 	// Resync recomputes every leaf at least this often.
 	Resync time.Duration
+	// Clock times the writes (clock.RealClock when nil).
+	Clock clock.WithTicker
 	// Recorder records an Event on the leaf Node for every transition.
 	Recorder events.EventRecorder
 	// Guard, when set, records each member's state for the eviction guard
@@ -82,19 +87,43 @@ type Options struct {
 
 // Controller runs one leaf per registered member. It is a manager.Runnable
 // that needs leader election: only the leader writes leaves and Leases.
+//
+// Leaf writes go through one queue keyed by cluster: it folds the kicks
+// (member objects changed, engine transition, leaf Node deleted) into one
+// sync, never syncs a cluster on two workers at once, delays a sync to
+// keep minGap between writes of a leaf, and retries failures with backoff.
 type Controller struct {
-	opts  Options
-	log   logr.Logger
-	nodes corelisters.NodeLister
+	opts   Options
+	log    logr.Logger
+	clock  clock.WithTicker
+	nodes  corelisters.NodeLister
+	queue  workqueue.TypedRateLimitingInterface[string]
+	engage *engage.Runner
 
 	mu     sync.Mutex
 	leaves map[string]*leaf
-	wg     sync.WaitGroup
 }
+
+const (
+	// minGap between two syncs of one leaf: a burst of member changes is
+	// one write.
+	minGap = 500 * time.Millisecond
+	// workers write leaves in parallel: a slow write of one leaf does not
+	// hold back the others. The host client's rate limit bounds the writes.
+	workers = 16
+)
 
 // New returns a Controller; Start runs it.
 func New(o Options) *Controller {
-	return &Controller{opts: o, log: o.Logger.WithName("leaves"), leaves: map[string]*leaf{}}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	c := &Controller{opts: o, log: o.Logger.WithName("leaves"), clock: o.Clock, leaves: map[string]*leaf{}}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "leaves", Clock: o.Clock})
+	c.engage = engage.NewRunner(c, c.log)
+	return c
 }
 
 // NeedLeaderElection: leaves and their Leases are written by the leader only.
@@ -121,69 +150,99 @@ func (c *Controller) Start(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = c.opts.Nodes.Informer().RemoveEventHandler(reg) }()
+	defer c.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.Nodes.Informer().HasSynced) {
 		return nil
 	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext() {
+			}
+		})
+	}
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
-	defer c.stopAll()
-	sub.Each(ctx, func(ev clusters.Event) { c.handle(ctx, ev) })
+	c.engage.Run(ctx, sub.Events()) // returns with every leaf stopped
+	c.queue.ShutDown()
+	wg.Wait()
 	return nil
 }
 
-func (c *Controller) handle(ctx context.Context, ev clusters.Event) {
+// Engage starts the member's leaf, or points it at a new runtime or spec;
+// a renamed leaf is replaced.
+func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Handler {
+	cluster := m.Cluster()
+	l := c.leaf(cluster)
+	if l != nil && l.name != m.Spec.LeafName {
+		// Renamed: the old leaf goes, a new one comes.
+		c.Disengage(cluster)
+		if err := l.writer.Delete(ctx); err != nil {
+			c.log.Error(err, "removing renamed leaf", "leaf", l.name)
+		}
+		l = nil
+	}
+	if l == nil {
+		l = c.startLeaf(ctx, m)
+		c.mu.Lock()
+		c.leaves[cluster] = l
+		c.mu.Unlock()
+	} else {
+		l.setMember(m)
+	}
+	c.queue.Add(cluster)
+	kick := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.queue.Add(cluster) },
+		UpdateFunc: func(any, any) { c.queue.Add(cluster) },
+		DeleteFunc: func(any) { c.queue.Add(cluster) },
+	}
+	return []engage.Handler{
+		{Informer: m.Runtime.Nodes().Informer(), Handler: kick},
+		{Informer: m.Runtime.Pods().Informer(), Handler: kick},
+	}
+}
+
+// StateChanged records the transition on the leaf and writes it.
+func (c *Controller) StateChanged(cluster string, tr hysteresis.Transition) {
+	if l := c.leaf(cluster); l != nil {
+		l.recordTransition(tr)
+		c.queue.Add(cluster)
+	}
+}
+
+// Disengage stops the member's leaf (the Node stays).
+func (c *Controller) Disengage(cluster string) {
+	c.mu.Lock()
+	l := c.leaves[cluster]
+	delete(c.leaves, cluster)
+	c.mu.Unlock()
+	if l != nil {
+		l.stop()
+	}
+}
+
+func (c *Controller) leaf(cluster string) *leaf {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.leaves[ev.Cluster]
-	switch ev.Type {
-	case clusters.MemberAdded, clusters.MemberReplaced, clusters.MemberUpdated:
-		if l != nil && l.name != ev.Member.Spec.LeafName {
-			// Renamed: the old leaf goes, a new one comes.
-			l.stop()
-			if err := l.writer.Delete(ctx); err != nil {
-				c.log.Error(err, "removing renamed leaf", "leaf", l.name)
-			}
-			delete(c.leaves, ev.Cluster)
-			l = nil
-		}
-		if l == nil {
-			l = c.startLeaf(ctx, ev.Member)
-			c.leaves[ev.Cluster] = l
-			return
-		}
-		l.setMember(ev.Member)
-	case clusters.MemberRemoved:
-		if l != nil {
-			l.stop()
-			delete(c.leaves, ev.Cluster)
-		}
-	case clusters.StateChanged:
-		if l != nil {
-			l.recordTransition(ev.Transition)
-			l.trigger()
-		}
-	}
+	return c.leaves[cluster]
 }
 
 // triggerLeaf looks again at the leaf of that Node name, if any.
 func (c *Controller) triggerLeaf(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, l := range c.leaves {
+	for cluster, l := range c.leaves {
 		if l.name == name {
-			l.trigger()
+			c.queue.Add(cluster)
 		}
 	}
 }
 
 // cleanup is the deregistration hook: the leaf Node and its Lease go.
 func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) error {
-	c.mu.Lock()
-	if l := c.leaves[d.Cluster]; l != nil {
-		l.stop()
-		delete(c.leaves, d.Cluster)
+	if err := c.engage.Disengage(ctx, d.Cluster); err != nil {
+		return err // the leaf may still write its Node
 	}
-	c.mu.Unlock()
 	w := leafnode.Writer{Client: c.opts.Host, Cluster: d.Cluster, Name: d.LeafName}
 	if err := w.Delete(ctx); err != nil {
 		return err
@@ -192,36 +251,64 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 	return nil
 }
 
-func (c *Controller) stopAll() {
-	c.mu.Lock()
-	for name, l := range c.leaves {
-		l.stop()
-		delete(c.leaves, name)
+// processNext syncs the leaf of the next queued cluster, and queues it
+// again: after a failure with backoff, else when a held-back allocatable
+// change is due and at the latest after Resync.
+func (c *Controller) processNext() bool {
+	cluster, shutdown := c.queue.Get()
+	if shutdown {
+		return false
 	}
-	c.mu.Unlock()
-	c.wg.Wait()
+	defer c.queue.Done(cluster)
+	l := c.leaf(cluster)
+	if l == nil {
+		c.queue.Forget(cluster) // stopped
+		return true
+	}
+	if wait := l.lastSync.Add(minGap).Sub(c.clock.Now()); wait > 0 {
+		c.queue.AddAfter(cluster, wait)
+		return true
+	}
+	err := l.sync()
+	l.lastSync = c.clock.Now()
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.log.Error(err, "syncing leaf node; retrying", "failures", c.queue.NumRequeues(cluster)+1)
+		}
+		c.queue.AddRateLimited(cluster)
+		return true
+	}
+	c.queue.Forget(cluster)
+	if d := l.writer.Deferred; d > 0 {
+		// Written when due even if the member goes quiet.
+		c.queue.AddAfter(cluster, d)
+	}
+	c.queue.AddAfter(cluster, c.opts.Resync)
+	return true
 }
 
-// leaf is one member's leaf Node: a sync loop and a Lease heartbeat.
+// leaf is one member's leaf Node: its writer and Lease heartbeat.
 type leaf struct {
 	c       *Controller
 	cluster string
 	name    string
 	writer  *leafnode.Writer
 	log     logr.Logger
+	// lastSync is when the leaf was last synced; used by the one worker
+	// that holds the cluster's key.
+	lastSync time.Time
 
-	mu       sync.Mutex
-	member   clusters.Member
-	handlers []handlerRef
+	mu     sync.Mutex
+	member clusters.Member
 
-	kick   chan struct{}
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-}
+	// syncMu is held while syncing: stop waits for a sync under way, after
+	// which the leaf writes nothing (its Node may be deleted next).
+	syncMu  sync.Mutex
+	stopped bool
 
-type handlerRef struct {
-	informer cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
+	ctx       context.Context
+	cancel    context.CancelFunc
+	heartbeat sync.WaitGroup
 }
 
 func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf {
@@ -232,7 +319,8 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		cluster: m.Cluster(),
 		name:    m.Spec.LeafName,
 		log:     c.log.WithValues("cluster", m.Cluster(), "leaf", m.Spec.LeafName),
-		kick:    make(chan struct{}, 1),
+		member:  m,
+		ctx:     ctx,
 		cancel:  cancel,
 		writer: &leafnode.Writer{
 			Client:           c.opts.Host,
@@ -243,7 +331,6 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 			AllocatableEvery: c.opts.AllocatableEvery,
 		},
 	}
-	l.setMember(m)
 	leases := c.opts.Leases
 	if leases == nil {
 		leases = c.opts.Host
@@ -276,99 +363,33 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		},
 		Log: l.log,
 	}
-	l.done.Add(2)
-	c.wg.Add(2)
-	go func() { defer c.wg.Done(); defer l.done.Done(); l.run(ctx) }()
-	go func() { defer c.wg.Done(); defer l.done.Done(); hb.Run(ctx) }()
+	l.heartbeat.Go(func() { hb.Run(ctx) })
 	return l
 }
 
-// setMember points the leaf at a (new) member runtime: informer handlers
-// move to the new runtime's informers.
+// setMember points the leaf at a (new) member runtime or spec.
 func (l *leaf) setMember(m clusters.Member) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.removeHandlersLocked()
 	l.member = m
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { l.trigger() },
-		UpdateFunc: func(any, any) { l.trigger() },
-		DeleteFunc: func(any) { l.trigger() },
-	}
-	for _, inf := range []cache.SharedIndexInformer{m.Runtime.Nodes().Informer(), m.Runtime.Pods().Informer()} {
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			l.log.Error(err, "watching member objects")
-			continue
-		}
-		l.handlers = append(l.handlers, handlerRef{inf, reg})
-	}
-	l.trigger()
-}
-
-func (l *leaf) removeHandlersLocked() {
-	for _, h := range l.handlers {
-		_ = h.informer.RemoveEventHandler(h.reg)
-	}
-	l.handlers = nil
-}
-
-func (l *leaf) trigger() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
 }
 
 func (l *leaf) stop() {
-	l.mu.Lock()
-	l.removeHandlersLocked()
-	l.mu.Unlock()
 	l.cancel()
-	l.done.Wait()
+	l.syncMu.Lock()
+	l.stopped = true
+	l.syncMu.Unlock()
+	l.heartbeat.Wait()
 }
 
-// run recomputes and writes the leaf on every kick (member objects changed,
-// engine transition), at most every 500ms, and at least every Resync;
-// allocatable alone is written at most every AllocatableEvery.
-func (l *leaf) run(ctx context.Context) {
-	const minGap = 500 * time.Millisecond
-	resync := time.NewTicker(l.c.opts.Resync)
-	defer resync.Stop()
-	retry := time.Duration(0)
-	for {
-		err := l.sync(ctx)
-		if err != nil {
-			retry = min(max(2*retry, time.Second), 30*time.Second)
-			l.log.Error(err, "syncing leaf node; retrying", "in", retry)
-		} else {
-			retry = 0
-		}
-		var retryC <-chan time.Time
-		switch {
-		case retry > 0:
-			retryC = time.After(retry)
-		case l.writer.Deferred > 0:
-			// An allocatable change held back: written when due even if
-			// the member goes quiet.
-			retryC = time.After(l.writer.Deferred)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.kick:
-		case <-resync.C:
-		case <-retryC:
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(minGap):
-		}
+// sync recomputes the leaf and writes it.
+func (l *leaf) sync() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.stopped {
+		return nil
 	}
-}
-
-func (l *leaf) sync(ctx context.Context) error {
+	ctx := l.ctx
 	l.mu.Lock()
 	m := l.member
 	l.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
+	"github.com/leafsync/leafsync/syncer/engage"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
@@ -78,6 +79,8 @@ type Controller struct {
 	opts Options
 	log  logr.Logger
 
+	engage *engage.Runner
+
 	mu      sync.Mutex
 	members map[string]*memberSync
 
@@ -107,6 +110,7 @@ func New(o Options) *Controller {
 		members: map[string]*memberSync{},
 	}
 	c.nsWatch = nsWatch{host: o.Host, onChange: c.deferredNamespaceChanged}
+	c.engage = engage.NewRunner(c, c.log)
 	return c
 }
 
@@ -123,32 +127,45 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
-	defer c.stopAll()
-	sub.Each(ctx, func(ev clusters.Event) { c.handle(ctx, ev) })
+	c.engage.Run(ctx, sub.Events())
 	return nil
 }
 
-func (c *Controller) handle(ctx context.Context, ev clusters.Event) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ms := c.members[ev.Cluster]
-	switch ev.Type {
-	case clusters.MemberAdded, clusters.MemberReplaced, clusters.MemberUpdated:
-		if ms == nil {
-			c.members[ev.Cluster] = c.startMember(ctx, ev.Member)
-			return
-		}
-		ms.setMember(ev.Member)
+// Engage starts pod sync for a member, or points it at a new runtime or
+// spec and looks at every pod again.
+func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Handler {
+	ms := c.memberSync(m.Cluster())
+	if ms == nil {
+		ms = c.startMember(ctx, m)
+		c.mu.Lock()
+		c.members[m.Cluster()] = ms
+		c.mu.Unlock()
+	} else {
+		ms.setMember(m)
 		ms.trigger()
-	case clusters.MemberRemoved:
-		if ms != nil {
-			ms.stop()
-			delete(c.members, ev.Cluster)
-		}
-	case clusters.StateChanged:
-		if ms != nil {
-			ms.trigger()
-		}
+	}
+	return []engage.Handler{{Informer: m.Runtime.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		AddFunc:    ms.onMemberPod,
+		UpdateFunc: func(_, o any) { ms.onMemberPod(o) },
+		DeleteFunc: ms.onMemberPod,
+	}}}
+}
+
+// StateChanged looks at every pod of the member again.
+func (c *Controller) StateChanged(cluster string, _ hysteresis.Transition) {
+	if ms := c.memberSync(cluster); ms != nil {
+		ms.trigger()
+	}
+}
+
+// Disengage stops pod sync for a member.
+func (c *Controller) Disengage(cluster string) {
+	c.mu.Lock()
+	ms := c.members[cluster]
+	delete(c.members, cluster)
+	c.mu.Unlock()
+	if ms != nil {
+		ms.stop()
 	}
 }
 
@@ -158,25 +175,13 @@ func (c *Controller) memberSync(cluster string) *memberSync {
 	return c.members[cluster]
 }
 
-func (c *Controller) stopAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name, ms := range c.members {
-		ms.stop()
-		delete(c.members, name)
-	}
-}
-
 // cleanup is the deregistration hook: host pods on the leaf lose
 // leafsync's finalizer (Terminating ones are finished), so that nothing
 // waits on a member leafsync no longer serves. Member pods are left alone.
 func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) error {
-	c.mu.Lock()
-	if ms := c.members[d.Cluster]; ms != nil {
-		ms.stop()
-		delete(c.members, d.Cluster)
+	if err := c.engage.Disengage(ctx, d.Cluster); err != nil {
+		return err
 	}
-	c.mu.Unlock()
 	list, err := c.opts.Host.CoreV1().Pods("").List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", d.LeafName).String(),
 	})
@@ -205,8 +210,8 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 }
 
 // memberSync is pod sync for one member: the host pods bound to its leaf
-// (an informer with a field selector on the leaf's name), handlers on the
-// member's pod informer, and a resync loop.
+// (an informer with a field selector on the leaf's name), a queue of its
+// pods fed by both clusters' informers, and a resync loop.
 type memberSync struct {
 	c       *Controller
 	cluster string
@@ -218,7 +223,6 @@ type memberSync struct {
 	leaf       string
 	host       cache.SharedIndexInformer
 	hostCancel context.CancelFunc
-	handler    *handlerRef
 	ctx        context.Context
 
 	kick   chan struct{}
@@ -227,11 +231,6 @@ type memberSync struct {
 
 	depMu  sync.Mutex
 	copied map[depKey]string // member copies known to match host UID/resourceVersion
-}
-
-type handlerRef struct {
-	informer cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
 }
 
 func (c *Controller) startMember(parent context.Context, m clusters.Member) *memberSync {
@@ -260,30 +259,12 @@ func (c *Controller) startMember(parent context.Context, m clusters.Member) *mem
 	return ms
 }
 
-// setMember points at a (new) member runtime and leaf: the member
-// handler moves to the new runtime's pod informer, and the host informer
+// setMember points at a (new) member runtime and leaf: the host informer
 // is restarted when the leaf is renamed.
 func (ms *memberSync) setMember(m clusters.Member) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	ms.member = m
-	if ms.handler == nil || ms.handler.informer != m.Runtime.Pods().Informer() {
-		if ms.handler != nil {
-			_ = ms.handler.informer.RemoveEventHandler(ms.handler.reg)
-			ms.handler = nil
-		}
-		inf := m.Runtime.Pods().Informer()
-		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    ms.onMemberPod,
-			UpdateFunc: func(_, o any) { ms.onMemberPod(o) },
-			DeleteFunc: ms.onMemberPod,
-		})
-		if err != nil {
-			ms.log.Error(err, "watching member pods")
-		} else {
-			ms.handler = &handlerRef{inf, reg}
-		}
-	}
 	if ms.host == nil || ms.leaf != m.Spec.LeafName {
 		if ms.hostCancel != nil {
 			ms.hostCancel()
@@ -352,10 +333,6 @@ func (ms *memberSync) trigger() {
 
 func (ms *memberSync) stop() {
 	ms.mu.Lock()
-	if ms.handler != nil {
-		_ = ms.handler.informer.RemoveEventHandler(ms.handler.reg)
-		ms.handler = nil
-	}
 	if ms.hostCancel != nil {
 		ms.hostCancel()
 	}
