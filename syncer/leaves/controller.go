@@ -99,9 +99,7 @@ type Controller struct {
 	nodes  corelisters.NodeLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	engage *engage.Runner
-
-	mu     sync.Mutex
-	leaves map[string]*leaf
+	leaves engage.Members[*leaf]
 }
 
 const (
@@ -118,7 +116,7 @@ func New(o Options) *Controller {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	c := &Controller{opts: o, log: o.Logger.WithName("leaves"), clock: o.Clock, leaves: map[string]*leaf{}}
+	c := &Controller{opts: o, log: o.Logger.WithName("leaves"), clock: o.Clock}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "leaves", Clock: o.Clock})
@@ -184,9 +182,7 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	}
 	if l == nil {
 		l = c.startLeaf(ctx, m)
-		c.mu.Lock()
-		c.leaves[cluster] = l
-		c.mu.Unlock()
+		c.leaves.Set(cluster, l)
 	} else {
 		l.setMember(m)
 	}
@@ -212,30 +208,23 @@ func (c *Controller) StateChanged(cluster string, tr hysteresis.Transition) {
 
 // Disengage stops the member's leaf (the Node stays).
 func (c *Controller) Disengage(cluster string) {
-	c.mu.Lock()
-	l := c.leaves[cluster]
-	delete(c.leaves, cluster)
-	c.mu.Unlock()
-	if l != nil {
+	if l, ok := c.leaves.Take(cluster); ok {
 		l.stop()
 	}
 }
 
 func (c *Controller) leaf(cluster string) *leaf {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.leaves[cluster]
+	l, _ := c.leaves.Get(cluster)
+	return l
 }
 
 // triggerLeaf looks again at the leaf of that Node name, if any.
 func (c *Controller) triggerLeaf(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for cluster, l := range c.leaves {
+	c.leaves.Each(func(cluster string, l *leaf) {
 		if l.name == name {
 			c.queue.Add(cluster)
 		}
-	}
+	})
 }
 
 // cleanup is the deregistration hook: the leaf Node and its Lease go.

@@ -79,10 +79,8 @@ type Controller struct {
 	opts Options
 	log  logr.Logger
 
-	engage *engage.Runner
-
-	mu      sync.Mutex
-	members map[string]*memberSync
+	engage  *engage.Runner
+	members engage.Members[*memberSync]
 
 	// assignMu serializes the assignment of replacements to deferred deletes.
 	assignMu sync.Mutex
@@ -105,9 +103,8 @@ func New(o Options) *Controller {
 		o.Resync = 30 * time.Second
 	}
 	c := &Controller{
-		opts:    o,
-		log:     o.Logger.WithName("podsync"),
-		members: map[string]*memberSync{},
+		opts: o,
+		log:  o.Logger.WithName("podsync"),
 	}
 	c.nsWatch = nsWatch{host: o.Host, onChange: c.deferredNamespaceChanged}
 	c.engage = engage.NewRunner(c, c.log)
@@ -137,9 +134,7 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	ms := c.memberSync(m.Cluster())
 	if ms == nil {
 		ms = c.startMember(ctx, m)
-		c.mu.Lock()
-		c.members[m.Cluster()] = ms
-		c.mu.Unlock()
+		c.members.Set(m.Cluster(), ms)
 	} else {
 		ms.setMember(m)
 		ms.trigger()
@@ -160,19 +155,14 @@ func (c *Controller) StateChanged(cluster string, _ hysteresis.Transition) {
 
 // Disengage stops pod sync for a member.
 func (c *Controller) Disengage(cluster string) {
-	c.mu.Lock()
-	ms := c.members[cluster]
-	delete(c.members, cluster)
-	c.mu.Unlock()
-	if ms != nil {
+	if ms, ok := c.members.Take(cluster); ok {
 		ms.stop()
 	}
 }
 
 func (c *Controller) memberSync(cluster string) *memberSync {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.members[cluster]
+	ms, _ := c.members.Get(cluster)
+	return ms
 }
 
 // cleanup is the deregistration hook: host pods on the leaf lose
@@ -598,15 +588,13 @@ func (c *Controller) replaced(ctx context.Context, cluster string, r deletes.Pen
 // deferredNamespaceChanged: a host pod changed in a namespace with
 // deferred deletes; they look at their replacements again now.
 func (c *Controller) deferredNamespaceChanged(namespace string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for cluster, ms := range c.members {
+	c.members.Each(func(cluster string, ms *memberSync) {
 		for _, r := range c.opts.Keeper.State(cluster).Deletes {
 			if r.Kind == deletes.Deferred && r.Namespace == namespace {
 				ms.queue.Add(key{cluster, r.Namespace, r.Name})
 			}
 		}
-	}
+	})
 }
 
 // recordDeferred records a deferred delete with a replacement assigned

@@ -242,32 +242,32 @@ func (x *execution) evictHost(ctx context.Context, a Action) error {
 // still there means the cache is behind (a pod just created), not that it
 // was deleted.
 func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
-	mp, err := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace).Get(ctx, x.key.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	case mp.UID == uid:
+	mp, err := x.memberPodNow(ctx)
+	if err == nil && mp != nil && mp.UID == uid {
 		return requeueError{after: 200 * time.Millisecond, why: "member pod exists; the cache has not seen it yet"}
 	}
-	return nil
+	return err
 }
 
 // confirmNoPodFor reads the member pod from the member: one of leafsync's
 // that still stands for hostUID means the cache is behind, and the record
 // must stay.
 func (x *execution) confirmNoPodFor(ctx context.Context, hostUID string) error {
-	mp, err := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace).Get(ctx, x.key.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	case ours(mp, x.key.Cluster) && mp.Labels[LabelHostUID] == hostUID:
+	mp, err := x.memberPodNow(ctx)
+	if err == nil && mp != nil && ours(mp, x.key.Cluster) && mp.Labels[LabelHostUID] == hostUID {
 		return requeueError{after: time.Second, why: "member pod of the record exists; the cache has not seen it"}
 	}
-	return nil
+	return err
+}
+
+// memberPodNow reads the member pod from the member, not from the cache;
+// nil when there is none.
+func (x *execution) memberPodNow(ctx context.Context) (*corev1.Pod, error) {
+	mp, err := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace).Get(ctx, x.key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return mp, err
 }
 
 func upsertDelete(ds []deletes.PendingDelete, r deletes.PendingDelete) []deletes.PendingDelete {
