@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/leafnode"
@@ -64,8 +65,9 @@ type Options struct {
 	// Recorder records Events on host pods and leaves (may be nil).
 	Recorder events.EventRecorder
 	Logger   logr.Logger
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock times decisions, status times and the resync (the real clock
+	// when nil).
+	Clock clock.WithTicker
 }
 
 // key names one pod in one member.
@@ -90,8 +92,8 @@ type Controller struct {
 
 // New returns a Controller; Start runs it.
 func New(o Options) *Controller {
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.Workers < 1 {
 		o.Workers = 1
@@ -349,15 +351,11 @@ func (ms *memberSync) hostSynced() bool {
 // and every Resync, when it also refreshes and garbage-collects the
 // ConfigMaps and Secrets in the member.
 func (ms *memberSync) loop(ctx context.Context) {
-	for !ms.hostSynced() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
+	if !cache.WaitForCacheSync(ctx.Done(), ms.hostSynced) {
+		return
 	}
 	ms.enqueueAll()
-	tick := time.NewTicker(ms.c.opts.Resync)
+	tick := ms.c.opts.Clock.NewTicker(ms.c.opts.Resync)
 	defer tick.Stop()
 	for {
 		select {
@@ -365,7 +363,7 @@ func (ms *memberSync) loop(ctx context.Context) {
 			return
 		case <-ms.kick:
 			ms.enqueueAll()
-		case <-tick.C:
+		case <-tick.C():
 			ms.enqueueAll()
 			if err := ms.refreshDeps(ctx); err != nil && ctx.Err() == nil {
 				ms.log.V(1).Info("refreshing ConfigMaps and Secrets", "error", err.Error())
@@ -508,7 +506,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		}
 	}
 	in := Input{
-		Now: c.opts.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
+		Now: c.opts.Clock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records,
 		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),

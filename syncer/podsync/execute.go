@@ -161,7 +161,7 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		err = x.syncStatus(ctx)
 	case FailHost:
 		x.logAction(a)
-		err = x.updateHostStatus(ctx, FailedStatus(x.hp, a.Reason, a.Message, c.opts.Now()))
+		err = x.updateHostStatus(ctx, FailedStatus(x.hp, a.Reason, a.Message, c.opts.Clock.Now()))
 	case FinishHost:
 		x.logAction(a)
 		err = x.finishHost(ctx, a.Persist)
@@ -185,7 +185,7 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		err = x.adopt(ctx, a.MemberUID)
 	case MarkRetained:
 		err = x.patchMember(ctx, a.MemberUID, map[string]any{"metadata": map[string]any{
-			"annotations": map[string]any{AnnotationOrphaned: c.opts.Now().UTC().Format(time.RFC3339)},
+			"annotations": map[string]any{AnnotationOrphaned: c.opts.Clock.Now().UTC().Format(time.RFC3339)},
 		}})
 	case Event:
 		x.event(a)
@@ -211,7 +211,7 @@ func (x *execution) evictHost(ctx context.Context, a Action) error {
 	st := x.hp.Status.DeepCopy()
 	cond := corev1.PodCondition{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
-		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.Now()),
+		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.Clock.Now()),
 	}
 	replaced := false
 	for i := range st.Conditions {
