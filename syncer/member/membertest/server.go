@@ -139,22 +139,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/api/v1/nodes":
 		s.mu.Lock()
-		items := make([]runtime.Object, len(s.nodes))
-		for i := range s.nodes {
-			n := s.nodes[i].DeepCopy()
-			n.TypeMeta = metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}
-			items[i] = n
-		}
+		items := copies(s.nodes, "Node")
 		s.mu.Unlock()
 		s.listOrWatch(w, r, "NodeList", items, &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}})
 	case "/api/v1/pods":
 		s.mu.Lock()
-		items := make([]runtime.Object, len(s.pods))
-		for i := range s.pods {
-			p := s.pods[i].DeepCopy()
-			p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
-			items[i] = p
-		}
+		items := copies(s.pods, "Pod")
 		s.mu.Unlock()
 		s.listOrWatch(w, r, "PodList", items, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}})
 	default:
@@ -196,4 +186,19 @@ func (s *Server) listOrWatch(w http.ResponseWriter, r *http.Request, listKind st
 	}
 	w.(http.Flusher).Flush()
 	<-r.Context().Done()
+}
+
+// copies returns deep copies of objs with their kind set, for a list or a
+// watch.
+func copies[T any, PT interface {
+	*T
+	runtime.Object
+}](objs []T, kind string) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i := range objs {
+		o := PT(&objs[i]).DeepCopyObject()
+		o.GetObjectKind().SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+		out[i] = o
+	}
+	return out
 }
