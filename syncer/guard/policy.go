@@ -68,10 +68,7 @@ const (
 func Policy(identities []string) *admissionv1.ValidatingAdmissionPolicy {
 	return &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "leafsync", "app.kubernetes.io/component": "eviction-guard"},
-		},
+		ObjectMeta: objectMeta(),
 		Spec: PolicySpec(identities),
 	}
 }
@@ -105,14 +102,19 @@ func PolicySpec(identities []string) admissionv1.ValidatingAdmissionPolicySpec {
 	}
 }
 
+// objectMeta is the name and labels of the policy and of its binding.
+func objectMeta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:   Name,
+		Labels: map[string]string{"app.kubernetes.io/name": "leafsync", "app.kubernetes.io/component": "eviction-guard"},
+	}
+}
+
 // Binding binds the policy to the readiness records in namespace.
 func Binding(namespace string) *admissionv1.ValidatingAdmissionPolicyBinding {
 	return &admissionv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "leafsync", "app.kubernetes.io/component": "eviction-guard"},
-		},
+		ObjectMeta: objectMeta(),
 		Spec: BindingSpec(namespace),
 	}
 }
