@@ -1,0 +1,65 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// KubeletAPI configures the kubelet API leafsync serves for its leaves
+// (kubectl logs, exec, attach, port-forward; docs/kubelet-api.md).
+type KubeletAPI struct {
+	// Enabled serves it and advertises it on every leaf.
+	Enabled bool `json:"enabled"`
+	// Port is where it listens (on every interface) and what the leaves
+	// advertise as their kubelet port.
+	Port int32 `json:"port"`
+	// AdvertiseAddress is the IP the leaves advertise (InternalIP). Empty:
+	// $POD_IP (the chart sets it from the downward API), so that the
+	// leader advertises its own pod.
+	AdvertiseAddress string `json:"advertiseAddress"`
+	// CertFile and KeyFile are the serving certificate, reloaded when they
+	// change (e.g. a cert-manager Certificate's Secret, mounted). Empty: a
+	// self-signed certificate, made at every start.
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+	// DialTimeout bounds connecting to a member for one request.
+	DialTimeout hysteresis.Duration `json:"dialTimeout"`
+}
+
+// DefaultKubeletAPI is off, on the kubelet's port.
+func DefaultKubeletAPI() KubeletAPI {
+	return KubeletAPI{Port: 10250, DialTimeout: hysteresis.Duration{Duration: 3 * time.Second}}
+}
+
+// Address is the advertised address: AdvertiseAddress or $POD_IP.
+func (k KubeletAPI) Address() string {
+	if k.AdvertiseAddress != "" {
+		return k.AdvertiseAddress
+	}
+	return os.Getenv("POD_IP")
+}
+
+func (k KubeletAPI) validate() error {
+	var errs []error
+	if k.Port < 1 || k.Port > 65535 {
+		errs = append(errs, fmt.Errorf("kubeletAPI.port (%d) must be between 1 and 65535", k.Port))
+	}
+	if k.AdvertiseAddress != "" && net.ParseIP(k.AdvertiseAddress) == nil {
+		errs = append(errs, fmt.Errorf("kubeletAPI.advertiseAddress %q must be an IP address", k.AdvertiseAddress))
+	}
+	if k.Enabled && k.Address() == "" {
+		errs = append(errs, errors.New("kubeletAPI.advertiseAddress is required when kubeletAPI is enabled and $POD_IP is not set"))
+	}
+	if (k.CertFile == "") != (k.KeyFile == "") {
+		errs = append(errs, errors.New("kubeletAPI.certFile and kubeletAPI.keyFile go together"))
+	}
+	if k.DialTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("kubeletAPI.dialTimeout (%s) must be positive", k.DialTimeout))
+	}
+	return errors.Join(errs...)
+}
