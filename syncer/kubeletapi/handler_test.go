@@ -110,7 +110,7 @@ func TestHandlerRefuses(t *testing.T) {
 		{"exec needs create", "alice", "/exec/ns/synced/app?command=true", ready, 403, "verb=create"},
 		{"another pod of that name", "apiserver", "/exec/ns/synced/other-uid/app", ready, 404, "has UID"},
 		{"not synced", "apiserver", "/containerLogs/ns/unsynced/app", ready, 404, "not synced"},
-		{"member confirmed down", "apiserver", "/containerLogs/ns/synced/app", down, 503, "member cluster a is unreachable (NotReady since 1970-01-01T00:00:00Z): dial tcp: connection refused"},
+		{"member confirmed down", "apiserver", "/containerLogs/ns/synced/app", down, 502, "member cluster a is unreachable (NotReady since 1970-01-01T00:00:00Z): dial tcp: connection refused"},
 		{"no member pod", "apiserver", "/portForward/ns/synced", ready, 404, "no member pod"},
 	}
 	for _, c := range cases {

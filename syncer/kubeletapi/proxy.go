@@ -87,11 +87,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m, ok := s.o.Members.Member(cluster)
 	if !ok || m.Runtime == nil {
-		http.Error(w, fmt.Sprintf("member %s is not registered", cluster), http.StatusServiceUnavailable)
+		http.Error(w, fmt.Sprintf("member %s is not registered", cluster), http.StatusBadGateway)
 		return
 	}
 	if msg := s.unreachable(cluster, m.Runtime); msg != "" {
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		http.Error(w, msg, http.StatusBadGateway)
 		return
 	}
 	mp, err := m.Runtime.PodLister().Pods(t.Namespace).Get(t.Pod)
@@ -112,7 +112,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // The readiness decision and the member's breaker both fail a request at
 // once, instead of letting it wait for a member that is known to be down.
 func (s *Server) unreachable(cluster string, rt *member.Runtime) string {
-	if st, ok := s.o.Members.Hysteresis(cluster); ok && (st.State == hysteresis.NotReady || st.State == hysteresis.Recovering) {
+	if st, ok := s.o.Members.Hysteresis(cluster); ok && st.State == hysteresis.NotReady {
 		msg := fmt.Sprintf("member cluster %s is unreachable (%s since %s)", cluster, st.State, st.Since.UTC().Format(time.RFC3339))
 		if st.Detail != "" {
 			msg += ": " + st.Detail
@@ -182,10 +182,12 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 	h := proxy.NewUpgradeAwareHandler(&loc, p.plain, false, t.Streaming(), responder{})
 	h.UpgradeTransport = p.upgrade
 	h.UseLocationHost = true
-	h.MaxBytesPerSec = 0
+	h.RejectForwardingRedirects = true
 	// The kubelet-facing request carries the host API server's
-	// credentials; none of it goes to the member.
+	// credentials; none of it goes to the member. (A plain request is
+	// sent with its own query: it must be the member's.)
 	out := r.Clone(r.Context())
+	out.URL.Path, out.URL.RawQuery = loc.Path, loc.RawQuery
 	out.Header.Del("Authorization")
 	out.Header.Del("Impersonate-User")
 	out.Header.Del("Impersonate-Group")
@@ -202,9 +204,13 @@ func singleJoin(a, b string) string {
 	return a + b
 }
 
-// responder writes a proxy error as the kubelet would: a plain message.
+// responder writes a proxy error as a plain message. Every "the member
+// cannot be reached" answer is a 502: the host API server passes a 5xx
+// kubelet answer's text on to the client (an error on the server
+// ("...")), except for 503 and 504, which it replaces with a generic
+// sentence.
 type responder struct{}
 
 func (responder) Error(w http.ResponseWriter, _ *http.Request, err error) {
-	http.Error(w, "member cluster unreachable: "+err.Error(), http.StatusServiceUnavailable)
+	http.Error(w, "member cluster unreachable: "+err.Error(), http.StatusBadGateway)
 }
