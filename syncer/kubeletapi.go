@@ -33,7 +33,7 @@ func setupKubeletAPI(mgr manager.Manager, cfg config.Config, reg *clusters.Regis
 		CertFile:    k.CertFile,
 		KeyFile:     k.KeyFile,
 		Hosts:       []string{k.Address()},
-		DialTimeout: k.DialTimeout.Duration,
+		ConnectTimeout: k.ConnectTimeout.Duration,
 		Logger:      mgr.GetLogger(),
 	})
 	if err != nil {

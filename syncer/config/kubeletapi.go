@@ -27,13 +27,16 @@ type KubeletAPI struct {
 	// self-signed certificate, made at every start.
 	CertFile string `json:"certFile"`
 	KeyFile  string `json:"keyFile"`
-	// DialTimeout bounds connecting to a member for one request.
-	DialTimeout hysteresis.Duration `json:"dialTimeout"`
+	// ConnectTimeout bounds reaching a member for one request: the dial and
+	// TLS handshake of a stream (exec, attach, port-forward), and the
+	// member's first answer to a log read. A member that does not answer
+	// within it gets a 502, instead of a request that hangs.
+	ConnectTimeout hysteresis.Duration `json:"connectTimeout"`
 }
 
 // DefaultKubeletAPI is off, on the kubelet's port.
 func DefaultKubeletAPI() KubeletAPI {
-	return KubeletAPI{Port: 10250, DialTimeout: hysteresis.Duration{Duration: 3 * time.Second}}
+	return KubeletAPI{Port: 10250, ConnectTimeout: hysteresis.Duration{Duration: 5 * time.Second}}
 }
 
 // Address is the advertised address: AdvertiseAddress or $POD_IP.
@@ -58,8 +61,8 @@ func (k KubeletAPI) validate() error {
 	if (k.CertFile == "") != (k.KeyFile == "") {
 		errs = append(errs, errors.New("kubeletAPI.certFile and kubeletAPI.keyFile go together"))
 	}
-	if k.DialTimeout.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("kubeletAPI.dialTimeout (%s) must be positive", k.DialTimeout))
+	if k.ConnectTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("kubeletAPI.connectTimeout (%s) must be positive", k.ConnectTimeout))
 	}
 	return errors.Join(errs...)
 }

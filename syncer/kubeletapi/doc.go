@@ -29,7 +29,7 @@
 //  7. Proxy: containerLogs through the member's breaker-wrapped transport
 //     (its failures count for the breaker); exec, attach and portForward
 //     as a raw upgraded connection (SPDY, or WebSocket if that is what
-//     arrives) dialed with dialTimeout and the member's credentials
+//     arrives) dialed with connectTimeout and the member's credentials
 //     (k8s.io/apimachinery/pkg/util/proxy.UpgradeAwareHandler). The
 //     kubelet's query (input/output/error/tty = 1, port) becomes the API's
 //     (stdin/stdout/stderr/tty = true, ports); see MemberRequest.

@@ -1,8 +1,10 @@
 package kubeletapi
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -134,7 +136,7 @@ type memberProxy struct {
 	// upgrade dials the member and writes the member's credentials on an
 	// upgrade request (exec, attach, portforward).
 	upgrade proxy.UpgradeRequestRoundTripper
-	dialTO  time.Duration
+	timeout time.Duration
 }
 
 func (s *Server) memberProxy(m clusters.Member) (*memberProxy, error) {
@@ -161,14 +163,14 @@ func (s *Server) memberProxy(m clusters.Member) (*memberProxy, error) {
 	}
 	tlsCfg = tlsCfg.Clone()
 	tlsCfg.NextProtos = []string{"http/1.1"} // upgrades need HTTP/1.1
-	dialer := &net.Dialer{Timeout: s.o.DialTimeout, KeepAlive: 30 * time.Second}
-	conn := &http.Transport{DialContext: dialer.DialContext, TLSClientConfig: tlsCfg, TLSHandshakeTimeout: s.o.DialTimeout}
+	dialer := &net.Dialer{Timeout: s.o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	conn := &http.Transport{DialContext: dialer.DialContext, TLSClientConfig: tlsCfg, TLSHandshakeTimeout: s.o.ConnectTimeout}
 	withAuth, err := rest.HTTPWrappersForConfig(cfg, proxy.MirrorRequest)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: credentials: %w", m.Cluster(), err)
 	}
-	p := &memberProxy{runtime: m.Runtime, base: base, plain: plain,
-		upgrade: proxy.NewUpgradeRequestRoundTripper(conn, withAuth), dialTO: s.o.DialTimeout}
+	p := &memberProxy{runtime: m.Runtime, base: base, plain: &firstAnswerTimeout{next: plain, d: s.o.ConnectTimeout},
+		upgrade: proxy.NewUpgradeRequestRoundTripper(conn, withAuth), timeout: s.o.ConnectTimeout}
 	s.proxy[m.Cluster()] = p
 	return p, nil
 }
@@ -186,7 +188,15 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 	// The kubelet-facing request carries the host API server's
 	// credentials; none of it goes to the member. (A plain request is
 	// sent with its own query: it must be the member's.)
-	out := r.Clone(r.Context())
+	ctx := r.Context()
+	if t.Streaming() {
+		// Bounds the dial and TLS handshake (proxy.DialURL uses the
+		// request's context for both, and nothing after them).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
+	out := r.Clone(ctx)
 	out.URL.Path, out.URL.RawQuery = loc.Path, loc.RawQuery
 	out.Header.Del("Authorization")
 	out.Header.Del("Impersonate-User")
@@ -195,6 +205,44 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 		out.Method = http.MethodGet
 	}
 	h.ServeHTTP(w, out)
+}
+
+// firstAnswerTimeout fails a request whose response headers do not come
+// within d; the body (a followed log) may then stream for as long as it
+// lasts.
+type firstAnswerTimeout struct {
+	next http.RoundTripper
+	d    time.Duration
+}
+
+func (f *firstAnswerTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	timer := time.AfterFunc(f.d, cancel)
+	resp, err := f.next.RoundTrip(req.WithContext(ctx))
+	if !timer.Stop() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("the member's API server did not answer within %s", f.d)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 func singleJoin(a, b string) string {

@@ -59,9 +59,9 @@ type Options struct {
 	CertFile, KeyFile string
 	// Hosts are the names and IPs of a self-signed certificate.
 	Hosts []string
-	// DialTimeout bounds connecting to a member for a stream; a request
-	// whose member does not answer within it fails.
-	DialTimeout time.Duration
+	// ConnectTimeout bounds reaching a member: a stream's dial and TLS
+	// handshake, a log read's first answer (config.KubeletAPI).
+	ConnectTimeout time.Duration
 	Logger      logr.Logger
 }
 
@@ -82,8 +82,8 @@ func New(o Options) (*Server, error) {
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		return nil, errors.New("kubeletapi: certFile and keyFile go together")
 	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = 3 * time.Second
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 5 * time.Second
 	}
 	return &Server{o: o, log: o.Logger.WithName("kubeletapi"), proxy: map[string]*memberProxy{}}, nil
 }
