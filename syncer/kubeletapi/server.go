@@ -62,7 +62,7 @@ type Options struct {
 	// ConnectTimeout bounds reaching a member: a stream's dial and TLS
 	// handshake, a log read's first answer (config.KubeletAPI).
 	ConnectTimeout time.Duration
-	Logger      logr.Logger
+	Logger         logr.Logger
 }
 
 // Server is leafsync's kubelet API for its leaves. It runs only on the
