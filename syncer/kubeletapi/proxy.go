@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -199,8 +200,11 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 	out := r.Clone(ctx)
 	out.URL.Path, out.URL.RawQuery = loc.Path, loc.RawQuery
 	out.Header.Del("Authorization")
-	out.Header.Del("Impersonate-User")
-	out.Header.Del("Impersonate-Group")
+	for k := range out.Header {
+		if strings.HasPrefix(k, "Impersonate-") {
+			out.Header.Del(k)
+		}
+	}
 	if !t.Streaming() {
 		out.Method = http.MethodGet
 	}
