@@ -399,6 +399,35 @@ func TestKubeletAPI(t *testing.T) {
 			advertised.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	})
 
+	t.Run("a silent member fails after connectTimeout", func(t *testing.T) {
+		// The fault proxy accepts connections and drops every byte.
+		if err := member.proxy.Blackhole(); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"logs", pod.Name}, {"exec", pod.Name, "--", "true"}} {
+			start := time.Now()
+			out, err := kubectl("", args...)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(out, "member") {
+				t.Fatalf("kubectl %s with the member silent: %v: %s", args[0], err, out)
+			}
+			t.Logf("kubectl %s with the member silent: failed after %s: %s", args[0], took.Round(time.Millisecond), strings.TrimSpace(out))
+			if took > 20*time.Second {
+				t.Errorf("kubectl %s took %s to fail (connectTimeout 2s)", args[0], took)
+			}
+		}
+		if err := member.proxy.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, time.Minute, "kubectl logs after the heal", func() error {
+			out, err := kubectl("", "logs", pod.Name)
+			if err != nil || !strings.Contains(out, "hello from the member") {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+	})
+
 	t.Run("a cut member fails fast with a clear error", func(t *testing.T) {
 		member.proxy.Cut()
 		for _, args := range [][]string{{"logs", pod.Name}, {"exec", pod.Name, "--", "true"}} {
