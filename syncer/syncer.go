@@ -108,7 +108,7 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper, leafNodes); err != nil {
 		return err
 	}
-	return nil
+	return setupKubeletAPI(mgr, cfg, ctl.Registry(), leafNodes)
 }
 
 // setupLeafNodes starts an informer of the host's leaf Nodes (label

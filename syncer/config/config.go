@@ -41,6 +41,8 @@ type Config struct {
 	// EvictionGuard refuses evictions of a healthy member's pods in the
 	// host's API server.
 	EvictionGuard EvictionGuard `json:"evictionGuard"`
+	// KubeletAPI serves kubectl logs/exec/attach/port-forward for pods on leaves.
+	KubeletAPI KubeletAPI `json:"kubeletAPI"`
 }
 
 // Leaves configures the leaf Node of each member and its heartbeat.
@@ -172,6 +174,7 @@ func Default() Config {
 		Store:         DefaultStore(),
 		PodSync:       DefaultPodSync(),
 		EvictionGuard: DefaultEvictionGuard(),
+		KubeletAPI:    DefaultKubeletAPI(),
 	}
 }
 
@@ -220,6 +223,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Store.validate())
 	errs = append(errs, c.PodSync.validate())
 	errs = append(errs, c.EvictionGuard.validate())
+	errs = append(errs, c.KubeletAPI.validate())
 	return errors.Join(errs...)
 }
 

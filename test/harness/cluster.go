@@ -72,7 +72,21 @@ type ClusterOptions struct {
 	AuditPolicy string
 	// ExtraAPIServerArgs are appended to kube-apiserver's arguments.
 	ExtraAPIServerArgs []string
+	// KubeletClientCert gives kube-apiserver a client certificate for
+	// kubelets (CN KubeletClientUser, from the cluster's CA), as kubeadm
+	// does: it reaches node kubelets (logs, exec, port-forward) with it.
+	KubeletClientCert bool
+	// KwokConfig, when set, runs kwok's kubelet server (HTTPS on
+	// 127.0.0.1, a free port that every kwok node advertises) with this
+	// extra kwok configuration (ClusterLogs, ClusterExec,
+	// ClusterPortForward documents), so that the API server's pods/log,
+	// exec and portforward reach simulated pods.
+	KwokConfig string
 }
+
+// KubeletClientUser is the user kube-apiserver reaches kubelets as with
+// ClusterOptions.KubeletClientCert.
+const KubeletClientUser = "kube-apiserver-kubelet-client"
 
 // Cluster is one real control plane: etcd, kube-apiserver, and optionally
 // kube-controller-manager, kube-scheduler and kwok.
@@ -120,6 +134,18 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 		}
 		extra = append(extra, args...)
 	}
+	if opts.KubeletClientCert {
+		if _, _, err := c.pki.issue("kubelet-client", KubeletClientUser, nil, false); err != nil {
+			t.Fatalf("harness: %v", err)
+		}
+		extra = append(extra, "--kubelet-client-certificate="+c.pki.path("kubelet-client.crt"),
+			"--kubelet-client-key="+c.pki.path("kubelet-client.key"))
+	}
+	if opts.KwokConfig != "" {
+		// kwok gives its nodes a Hostname address (the node name, which
+		// nothing resolves) besides the InternalIP its server listens on.
+		extra = append(extra, "--kubelet-preferred-address-types=InternalIP")
+	}
 	if err := c.startAPIServer(extra); err != nil {
 		t.Fatalf("harness: %s: %v", opts.Name, err)
 	}
@@ -135,7 +161,7 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 		}
 	}
 	if opts.Kwok {
-		if err := c.startKwok(opts.Timings); err != nil {
+		if err := c.startKwok(opts.Timings, opts.KwokConfig); err != nil {
 			t.Fatalf("harness: %s: %v", opts.Name, err)
 		}
 	}
@@ -291,7 +317,7 @@ func (c *Cluster) startScheduler() error {
 // KwokNodeAnnotation marks the nodes kwok simulates.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
-func (c *Cluster) startKwok(tm Timings) error {
+func (c *Cluster) startKwok(tm Timings, extraConfig string) error {
 	kc, err := c.componentKubeconfig("kwok", "kwok", []string{"system:masters"})
 	if err != nil {
 		return err
@@ -300,19 +326,56 @@ func (c *Cluster) startKwok(tm Timings) error {
 	if err != nil {
 		return err
 	}
-	c.kwok, err = startProcess(c.logDir, "kwok", filepath.Join(dir, "kwok"),
-		"--kubeconfig="+kc,
-		"--config="+filepath.Join(dir, "kwok-stages.yaml"),
-		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+	server := []string{"--server-address=127.0.0.1:0"}
+	if extraConfig != "" {
+		if server, err = c.kwokServerArgs(extraConfig); err != nil {
+			return err
+		}
+	}
+	c.kwok, err = startProcess(c.logDir, "kwok", filepath.Join(dir, "kwok"), append([]string{
+		"--kubeconfig=" + kc,
+		"--config=" + filepath.Join(dir, "kwok-stages.yaml"),
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 		// kwok renews Leases every quarter of their duration: with the
 		// grace period as duration, a simulated node renews 4 times per
 		// grace period and never looks Unknown to KCM (with 40s it renewed
 		// every 10s against an 8s grace, and the host's "healthy" worker
 		// was Unknown 2s out of every 10).
 		fmt.Sprintf("--node-lease-duration-seconds=%d", max(4, int(tm.NodeMonitorGracePeriod.Seconds()))),
-		"--server-address=127.0.0.1:0",
-	)
+	}, server...)...)
 	return err
+}
+
+// kwokServerArgs: kwok's kubelet server on a free port of 127.0.0.1, with
+// a serving certificate of the cluster's CA; kwok writes that address into
+// the nodes it initialises (InternalIP, kubelet endpoint port).
+func (c *Cluster) kwokServerArgs(extraConfig string) ([]string, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.pki.issue("kwok-serving", "kwok", nil, true); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(c.logDir, "kwok-extra.yaml")
+	if err := os.WriteFile(cfg, []byte(extraConfig), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{
+		"--config=" + cfg,
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
+		"--node-ip=127.0.0.1",
+		fmt.Sprintf("--node-port=%d", port),
+		"--tls-cert-file=" + c.pki.path("kwok-serving.crt"),
+		"--tls-private-key-file=" + c.pki.path("kwok-serving.key"),
+	}, nil
+}
+
+// IssueClientCert signs a client certificate of the cluster's CA for a
+// user (cn) in groups (orgs): the host's client CA authenticates it, as it
+// does the API server's own kubelet client.
+func (c *Cluster) IssueClientCert(name, cn string, orgs []string) (certPEM, keyPEM []byte, err error) {
+	return c.pki.issue(name, cn, orgs, false)
 }
 
 // StopKwok stops the simulated kubelets: member nodes stop heartbeating.

@@ -15,6 +15,8 @@ type HostOptions struct {
 	Workers int
 	// AuditPolicy replaces the default audit policy (ClusterOptions).
 	AuditPolicy string
+	// KubeletClientCert: see ClusterOptions.
+	KubeletClientCert bool
 }
 
 // StartHost starts a host cluster: etcd, kube-apiserver, KCM with the
@@ -33,6 +35,8 @@ func StartHost(t TB, opts HostOptions) *Cluster {
 		Kwok:        true,
 		Audit:       true,
 		AuditPolicy: opts.AuditPolicy,
+
+		KubeletClientCert: opts.KubeletClientCert,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -61,12 +65,15 @@ type MemberOptions struct {
 	// longer grace period makes kwok renew its nodes' Leases less often,
 	// which matters with hundreds of nodes.
 	Timings Timings
+	// KwokConfig: see ClusterOptions (kwok's kubelet server for logs,
+	// exec and port-forward).
+	KwokConfig string
 }
 
 // StartMember starts a member cluster with kwok nodes and running pods.
 func StartMember(t TB, opts MemberOptions) *Cluster {
 	t.Helper()
-	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings})
+	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings, KwokConfig: opts.KwokConfig})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, opts.Name+"-node", opts.Nodes, opts.Node)

@@ -3,7 +3,7 @@
 # into $BIN (default: bin/ at the repository root). A binary is rebuilt only
 # when it is missing or was built from another pinned version; the pins are
 # test/tools/go.mod (kube-apiserver, kube-controller-manager, kube-scheduler,
-# etcd, kwok) and HELM_VERSION below.
+# kubectl, etcd, kwok) and HELM_VERSION below.
 set -euo pipefail
 
 HELM_VERSION=v3.19.5
@@ -28,7 +28,7 @@ built() { echo "tools: built $1 ($2) in $(( $(date +%s) - $3 ))s"; }
 kube=$(modver k8s.io/kubernetes)
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube" | cut -d. -f2)"
 kube_pkgs=()
-for c in kube-apiserver kube-controller-manager kube-scheduler; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   needs "$c" "$kube $gover" && kube_pkgs+=("k8s.io/kubernetes/cmd/$c")
 done
 if ((${#kube_pkgs[@]})); then

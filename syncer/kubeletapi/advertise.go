@@ -1,0 +1,93 @@
+package kubeletapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/leafsync/leafsync/leafnode"
+)
+
+// FieldManager owns a leaf's addresses and kubelet endpoint (server-side
+// apply), apart from what the leaf writer owns.
+const FieldManager = "leafsync-kubeletapi"
+
+// Advertiser writes the kubelet API's address and port on every leaf:
+// status.addresses (one InternalIP) and
+// status.daemonEndpoints.kubeletEndpoint.port, which the host's API server
+// uses to reach a node's kubelet. It runs on the leader, and the address
+// is the leader's own (its pod IP): a new leader rewrites every leaf when
+// it starts, as the informer replays them.
+type Advertiser struct {
+	Host     kubernetes.Interface
+	Informer cache.SharedIndexInformer // the host's leaf Nodes
+	Address  string
+	Port     int32
+	Logger   logr.Logger
+}
+
+// NeedLeaderElection: only the leader advertises (its own address).
+func (a *Advertiser) NeedLeaderElection() bool { return true }
+
+// Start writes every leaf as it is added or changed, until ctx ends.
+func (a *Advertiser) Start(ctx context.Context) error {
+	log := a.Logger.WithName("kubeletapi")
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletapi-advertise"})
+	enqueue := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && n.Labels[leafnode.LabelCluster] != "" && !a.Advertised(n) {
+			q.Add(n.Name)
+		}
+	}
+	reg, err := a.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = a.Informer.RemoveEventHandler(reg) }()
+	go func() { <-ctx.Done(); q.ShutDown() }()
+	for {
+		name, shutdown := q.Get()
+		if shutdown {
+			return nil
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := a.Host.CoreV1().Nodes().ApplyStatus(actx, a.apply(name), metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "advertising the kubelet API on a leaf", "leaf", name)
+			q.AddRateLimited(name)
+		} else {
+			q.Forget(name)
+		}
+		q.Done(name)
+	}
+}
+
+// Advertised reports whether the leaf already shows this address and port.
+func (a *Advertiser) Advertised(n *corev1.Node) bool {
+	if n.Status.DaemonEndpoints.KubeletEndpoint.Port != a.Port {
+		return false
+	}
+	for _, ad := range n.Status.Addresses {
+		if ad.Type == corev1.NodeInternalIP && ad.Address == a.Address {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Advertiser) apply(name string) *corev1ac.NodeApplyConfiguration {
+	return corev1ac.Node(name).WithStatus(corev1ac.NodeStatus().
+		WithAddresses(corev1ac.NodeAddress().WithType(corev1.NodeInternalIP).WithAddress(a.Address)).
+		WithDaemonEndpoints(corev1ac.NodeDaemonEndpoints().WithKubeletEndpoint(corev1ac.DaemonEndpoint().WithPort(a.Port))))
+}

@@ -1,0 +1,201 @@
+package kubeletapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/syncer/clusters"
+)
+
+// Where a kubelet, and so leafsync, finds the host's client CA: the
+// ConfigMap every API server publishes for delegated authentication.
+const (
+	authNamespace = "kube-system"
+	authConfigMap = "extension-apiserver-authentication"
+	clientCAKey   = "client-ca-file"
+)
+
+// Members is what the server needs of the registry: a member's runtime
+// and its readiness decision. *clusters.Registry implements it.
+type Members interface {
+	Member(cluster string) (clusters.Member, bool)
+	Hysteresis(cluster string) (hysteresis.Status, bool)
+}
+
+var _ Members = (*clusters.Registry)(nil)
+
+// Options configure the server.
+type Options struct {
+	// Host is a host client: host pods, the client CA ConfigMap,
+	// TokenReviews and SubjectAccessReviews.
+	Host kubernetes.Interface
+	// Leaves lists the host's leaf Nodes (label leafsync.io/cluster).
+	Leaves corelisters.NodeLister
+	// Members finds a leaf's member.
+	Members Members
+	// BindAddress is where the HTTPS server listens (":10250").
+	BindAddress string
+	// CertFile and KeyFile are the serving certificate, reloaded when the
+	// files change (a cert-manager Certificate's Secret, mounted). Empty:
+	// a self-signed certificate for Hosts, made at start.
+	CertFile, KeyFile string
+	// Hosts are the names and IPs of a self-signed certificate.
+	Hosts []string
+	// ConnectTimeout bounds reaching a member: a stream's dial and TLS
+	// handshake, a log read's first answer (config.KubeletAPI).
+	ConnectTimeout time.Duration
+	Logger         logr.Logger
+}
+
+// Server is leafsync's kubelet API for its leaves. It runs only on the
+// leader: its address is the one the leader advertises on the leaves.
+type Server struct {
+	o     Options
+	log   logr.Logger
+	mu    sync.Mutex
+	proxy map[string]*memberProxy // by cluster
+}
+
+// New checks the options; Start serves.
+func New(o Options) (*Server, error) {
+	if o.Host == nil || o.Leaves == nil || o.Members == nil || o.BindAddress == "" {
+		return nil, errors.New("kubeletapi: Host, Leaves, Members and BindAddress are required")
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return nil, errors.New("kubeletapi: certFile and keyFile go together")
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	return &Server{o: o, log: o.Logger.WithName("kubeletapi"), proxy: map[string]*memberProxy{}}, nil
+}
+
+// NeedLeaderElection: only the leader serves (manager.LeaderElectionRunnable).
+func (s *Server) NeedLeaderElection() bool { return true }
+
+// Start serves until ctx ends (manager.Runnable).
+func (s *Server) Start(ctx context.Context) error {
+	clientCA, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", authNamespace, authConfigMap, clientCAKey, s.o.Host)
+	if err != nil {
+		return fmt.Errorf("kubeletapi: client CA: %w", err)
+	}
+	if err := clientCA.RunOnce(ctx); err != nil {
+		return fmt.Errorf("kubeletapi: reading %s/%s: %w", authNamespace, authConfigMap, err)
+	}
+	go clientCA.Run(ctx, 1)
+
+	serving, err := s.servingCert(ctx)
+	if err != nil {
+		return err
+	}
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		TokenAccessReviewClient:            s.o.Host.AuthenticationV1(),
+		TokenAccessReviewTimeout:           10 * time.Second,
+		WebhookRetryBackoff:                &backoff,
+		CacheTTL:                           2 * time.Minute,
+		ClientCertificateCAContentProvider: clientCA,
+	}.New()
+	if err != nil {
+		return fmt.Errorf("kubeletapi: authenticator: %w", err)
+	}
+	// The kubelet's defaults (--authorization-webhook-cache-*-ttl).
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: s.o.Host.AuthorizationV1(),
+		AllowCacheTTL:             5 * time.Minute,
+		DenyCacheTTL:              30 * time.Second,
+		WebhookRetryBackoff:       &backoff,
+	}.New()
+	if err != nil {
+		return fmt.Errorf("kubeletapi: authorizer: %w", err)
+	}
+
+	tlsCtl := dynamiccertificates.NewDynamicServingCertificateController(
+		&tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert, NextProtos: []string{"http/1.1"}},
+		clientCA, serving, nil, nil)
+	clientCA.AddListener(tlsCtl)
+	if l, ok := serving.(interface {
+		AddListener(dynamiccertificates.Listener)
+	}); ok {
+		l.AddListener(tlsCtl)
+	}
+	if err := tlsCtl.RunOnce(); err != nil {
+		return fmt.Errorf("kubeletapi: TLS: %w", err)
+	}
+	go tlsCtl.Run(1, ctx.Done())
+
+	srv := &http.Server{
+		Addr:              s.o.BindAddress,
+		Handler:           &handler{s: s, authn: authn, authz: authz},
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: tlsCtl.GetConfigForClient},
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nil,
+	}
+	ln, err := net.Listen("tcp", s.o.BindAddress)
+	if err != nil {
+		return fmt.Errorf("kubeletapi: listen: %w", err)
+	}
+	s.log.Info("serving the kubelet API of the leaves", "address", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("kubeletapi: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	}
+}
+
+// servingCert is the configured certificate files (watched and reloaded),
+// or a self-signed certificate made now.
+func (s *Server) servingCert(ctx context.Context) (dynamiccertificates.CertKeyContentProvider, error) {
+	if s.o.CertFile != "" {
+		c, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving-cert", s.o.CertFile, s.o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kubeletapi: serving certificate: %w", err)
+		}
+		go c.Run(ctx, 1)
+		return c, nil
+	}
+	host, alt := "leafsync", []string{}
+	var ips []net.IP
+	for _, h := range s.o.Hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else if h != "" {
+			alt = append(alt, h)
+		}
+	}
+	cert, key, err := certutil.GenerateSelfSignedCertKey(host, ips, alt)
+	if err != nil {
+		return nil, fmt.Errorf("kubeletapi: self-signed certificate: %w", err)
+	}
+	return dynamiccertificates.NewStaticCertKeyContent("self-signed", cert, key)
+}
+
+type handler struct {
+	s     *Server
+	authn authenticator.Request
+	authz authorizer.Authorizer
+}
