@@ -67,9 +67,9 @@ const (
 // (usernames) of pods on a leaf whose member is not confirmed NotReady.
 func Policy(identities []string) *admissionv1.ValidatingAdmissionPolicy {
 	return &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: objectMeta(),
-		Spec: PolicySpec(identities),
+		Spec:       PolicySpec(identities),
 	}
 }
 
@@ -113,9 +113,9 @@ func objectMeta() metav1.ObjectMeta {
 // Binding binds the policy to the readiness records in namespace.
 func Binding(namespace string) *admissionv1.ValidatingAdmissionPolicyBinding {
 	return &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
 		ObjectMeta: objectMeta(),
-		Spec: BindingSpec(namespace),
+		Spec:       BindingSpec(namespace),
 	}
 }
 
