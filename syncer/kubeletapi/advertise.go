@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -63,7 +64,9 @@ func (a *Advertiser) Start(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := a.Host.CoreV1().Nodes().ApplyStatus(actx, a.apply(name), metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		// A leaf deleted meanwhile (deregistered) has nothing to advertise:
+		// retrying it would go on for ever.
+		if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
 			log.Error(err, "advertising the kubelet API on a leaf", "leaf", name)
 			q.AddRateLimited(name)
 		} else {

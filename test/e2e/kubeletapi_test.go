@@ -195,6 +195,24 @@ func TestKubeletAPI(t *testing.T) {
 		err := cmd.Run()
 		return out.String(), err
 	}
+	// mustFailNamingTheMember: kubectl logs and exec fail, saying the
+	// member is the cause, within limit (a generous liveness bound; the
+	// figures are logged).
+	mustFailNamingTheMember := func(t *testing.T, situation string, limit time.Duration) {
+		t.Helper()
+		for _, args := range [][]string{{"logs", pod.Name}, {"exec", pod.Name, "--", "true"}} {
+			start := time.Now()
+			out, err := kubectl("", args...)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(out, "member") {
+				t.Fatalf("kubectl %s with the member %s: %v: %s", args[0], situation, err, out)
+			}
+			t.Logf("kubectl %s with the member %s: failed after %s: %s", args[0], situation, took.Round(time.Millisecond), strings.TrimSpace(out))
+			if took > limit {
+				t.Errorf("kubectl %s with the member %s took %s to fail", args[0], situation, took)
+			}
+		}
+	}
 
 	t.Run("kubectl logs", func(t *testing.T) {
 		out, err := kubectl("", "logs", pod.Name)
@@ -404,18 +422,8 @@ func TestKubeletAPI(t *testing.T) {
 		if err := member.proxy.Blackhole(); err != nil {
 			t.Fatal(err)
 		}
-		for _, args := range [][]string{{"logs", pod.Name}, {"exec", pod.Name, "--", "true"}} {
-			start := time.Now()
-			out, err := kubectl("", args...)
-			took := time.Since(start)
-			if err == nil || !strings.Contains(out, "member") {
-				t.Fatalf("kubectl %s with the member silent: %v: %s", args[0], err, out)
-			}
-			t.Logf("kubectl %s with the member silent: failed after %s: %s", args[0], took.Round(time.Millisecond), strings.TrimSpace(out))
-			if took > 20*time.Second {
-				t.Errorf("kubectl %s took %s to fail (connectTimeout 2s)", args[0], took)
-			}
-		}
+		// Liveness, generous: connectTimeout is 2s.
+		mustFailNamingTheMember(t, "silent", 20*time.Second)
 		if err := member.proxy.Heal(); err != nil {
 			t.Fatal(err)
 		}
@@ -430,18 +438,7 @@ func TestKubeletAPI(t *testing.T) {
 
 	t.Run("a cut member fails fast with a clear error", func(t *testing.T) {
 		member.proxy.Cut()
-		for _, args := range [][]string{{"logs", pod.Name}, {"exec", pod.Name, "--", "true"}} {
-			start := time.Now()
-			out, err := kubectl("", args...)
-			took := time.Since(start)
-			if err == nil || !strings.Contains(out, "member") {
-				t.Fatalf("kubectl %s with the member cut: %v: %s", args[0], err, out)
-			}
-			t.Logf("kubectl %s with the member cut: failed after %s: %s", args[0], took.Round(time.Millisecond), strings.TrimSpace(out))
-			if took > 10*time.Second {
-				t.Errorf("kubectl %s took %s to fail", args[0], took)
-			}
-		}
+		mustFailNamingTheMember(t, "cut", 10*time.Second)
 		// Once the member is confirmed down, the refusal needs no dial.
 		harness.Eventually(t, time.Minute, "leaf NotReady", func() error {
 			if s := harness.NodeReady(f.node(t, leaf)); s == corev1.ConditionTrue {
