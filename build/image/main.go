@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -25,14 +26,20 @@ import (
 )
 
 func main() {
-	binary := flag.String("binary", "bin/leafsync-linux", "the static leafsync binary to put at /leafsync")
+	var s spec
+	flag.StringVar(&s.binary, "binary", "bin/leafsync-linux", "the static binary to put at /<name>")
+	flag.StringVar(&s.name, "name", "leafsync", "the binary's name in the image, its entrypoint and the image title")
+	cmd := flag.String("cmd", "run", "the image's arguments after the entrypoint, comma-separated (empty: none)")
 	out := flag.String("out", "bin/leafsync-image.tar", "the OCI archive to write")
-	ref := flag.String("ref", "ghcr.io/leafsync/leafsync:dev", "the image name recorded in the archive")
-	arch := flag.String("arch", "amd64", "the binary's architecture (GOARCH)")
-	version := flag.String("version", "dev", "org.opencontainers.image.version")
-	commit := flag.String("commit", "unknown", "org.opencontainers.image.revision")
+	flag.StringVar(&s.ref, "ref", "ghcr.io/leafsync/leafsync:dev", "the image name recorded in the archive")
+	flag.StringVar(&s.arch, "arch", "amd64", "the binary's architecture (GOARCH)")
+	flag.StringVar(&s.version, "version", "dev", "org.opencontainers.image.version")
+	flag.StringVar(&s.commit, "commit", "unknown", "org.opencontainers.image.revision")
 	flag.Parse()
-	if err := build(*binary, *out, *ref, *arch, *version, *commit); err != nil {
+	if *cmd != "" {
+		s.cmd = strings.Split(*cmd, ",")
+	}
+	if err := build(s, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
@@ -42,12 +49,21 @@ func main() {
 // the same image digest.
 var epoch = time.Unix(0, 0).UTC()
 
-func build(binary, out, ref, arch, version, commit string) error {
-	bin, err := os.ReadFile(binary)
+// spec is what goes into an image. leafsync's image and the pause image
+// the test node runs are built alike.
+type spec struct {
+	binary, name    string
+	cmd             []string
+	ref, arch       string
+	version, commit string
+}
+
+func build(s spec, out string) error {
+	bin, err := os.ReadFile(s.binary)
 	if err != nil {
-		return fmt.Errorf("reading the binary (make build-linux writes it): %w", err)
+		return fmt.Errorf("reading the binary (make image writes it): %w", err)
 	}
-	layer, err := tarball.LayerFromOpener(binaryLayer(bin), tarball.WithMediaType(types.OCILayer))
+	layer, err := tarball.LayerFromOpener(binaryLayer(s.name, bin), tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		return err
 	}
@@ -61,32 +77,32 @@ func build(binary, out, ref, arch, version, commit string) error {
 		return err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Created = "linux", arch, v1.Time{Time: epoch}
+	cf.OS, cf.Architecture, cf.Created = "linux", s.arch, v1.Time{Time: epoch}
 	cf.Config = v1.Config{
-		Entrypoint: []string{"/leafsync"},
-		Cmd:        []string{"run"},
+		Entrypoint: []string{"/" + s.name},
+		Cmd:        s.cmd,
 		User:       "65532:65532",
 		WorkingDir: "/",
 		Labels: map[string]string{
-			"org.opencontainers.image.title":    "leafsync",
+			"org.opencontainers.image.title":    s.name,
 			"org.opencontainers.image.source":   "https://github.com/leafsync/leafsync",
-			"org.opencontainers.image.version":  version,
-			"org.opencontainers.image.revision": commit,
+			"org.opencontainers.image.version":  s.version,
+			"org.opencontainers.image.revision": s.commit,
 		},
 	}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
-	return writeArchive(img, ref, out)
+	return writeArchive(img, s.ref, out)
 }
 
-// binaryLayer is a layer holding /leafsync, executable, owned by root.
-func binaryLayer(bin []byte) tarball.Opener {
+// binaryLayer is a layer holding /name, executable, owned by root.
+func binaryLayer(name string, bin []byte) tarball.Opener {
 	return func() (io.ReadCloser, error) {
 		pr, pw := io.Pipe()
 		go func() {
 			tw := tar.NewWriter(pw)
-			err := tw.WriteHeader(&tar.Header{Name: "leafsync", Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX})
+			err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX})
 			if err == nil {
 				_, err = tw.Write(bin)
 			}

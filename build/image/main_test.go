@@ -23,7 +23,7 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
-	if err := build(bin, out, "example.com/leafsync:test", "arm64", "v1.2.3", "abc123"); err != nil {
+	if err := build(testSpec(bin), out); err != nil {
 		t.Fatal(err)
 	}
 	// Unpack with tar(1), an independent reader of the archive.
@@ -92,7 +92,7 @@ func TestImage(t *testing.T) {
 	}
 	// Reproducible: the same input, the same archive.
 	again := filepath.Join(dir, "again.tar")
-	if err := build(bin, again, "example.com/leafsync:test", "arm64", "v1.2.3", "abc123"); err != nil {
+	if err := build(testSpec(bin), again); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(out)
@@ -100,4 +100,8 @@ func TestImage(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Errorf("two builds of the same binary differ")
 	}
+}
+
+func testSpec(bin string) spec {
+	return spec{binary: bin, name: "leafsync", cmd: []string{"run"}, ref: "example.com/leafsync:test", arch: "arm64", version: "v1.2.3", commit: "abc123"}
 }

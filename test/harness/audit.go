@@ -46,6 +46,7 @@ type AuditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	SourceIPs       []string  `json:"sourceIPs"`
 	RequestReceived time.Time `json:"requestReceivedTimestamp"`
 }
 

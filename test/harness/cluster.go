@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,6 +78,11 @@ type ClusterOptions struct {
 	// kubelets (CN KubeletClientUser, from the cluster's CA), as kubeadm
 	// does: it reaches node kubelets (logs, exec, port-forward) with it.
 	KubeletClientCert bool
+	// Address is the IP the API server listens on and advertises (default
+	// 127.0.0.1). A pod on the test node (StartNode) reaches the host
+	// network only at NodeNetwork.Gateway, so a cluster that such a pod
+	// calls listens there; its serving certificates cover it.
+	Address string
 	// KwokConfig, when set, runs kwok's kubelet server (HTTPS on
 	// 127.0.0.1, a free port that every kwok node advertises) with this
 	// extra kwok configuration (ClusterLogs, ClusterExec,
@@ -91,13 +98,15 @@ const KubeletClientUser = "kube-apiserver-kubelet-client"
 // Cluster is one real control plane: etcd, kube-apiserver, and optionally
 // kube-controller-manager, kube-scheduler and kwok.
 type Cluster struct {
-	Name   string
-	Dir    string
-	Etcd   *Etcd
-	Port   int
-	pki    *pki
-	admin  *rest.Config
-	client kubernetes.Interface
+	Name string
+	Dir  string
+	Etcd *Etcd
+	Port int
+	// Address is the API server's IP (ClusterOptions.Address).
+	Address string
+	pki     *pki
+	admin   *rest.Config
+	client  kubernetes.Interface
 
 	apiserver, kcm, scheduler, kwok *process
 	apiserverArgs                   []string
@@ -115,13 +124,16 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 	if opts.Timings == (Timings{}) {
 		opts.Timings = DefaultTestTimings
 	}
+	if opts.Address == "" {
+		opts.Address = "127.0.0.1"
+	}
 	logDir := filepath.Join(LogDir(t), opts.Name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
-	c := &Cluster{Name: opts.Name, Dir: logDir, logDir: logDir, t: t}
+	c := &Cluster{Name: opts.Name, Dir: logDir, Address: opts.Address, logDir: logDir, t: t}
 	var err error
-	if c.pki, err = newPKI(logDir); err != nil {
+	if c.pki, err = newPKI(logDir, opts.Address); err != nil {
 		t.Fatalf("harness: pki: %v", err)
 	}
 	c.Etcd = StartEtcd(t, logDir, EtcdOptions{Name: "etcd"})
@@ -169,10 +181,10 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 }
 
 // URL is the API server's address.
-func (c *Cluster) URL() string { return fmt.Sprintf("https://127.0.0.1:%d", c.Port) }
+func (c *Cluster) URL() string { return "https://" + c.Addr() }
 
 // Addr is the API server's host:port, for a fault proxy's upstream.
-func (c *Cluster) Addr() string { return fmt.Sprintf("127.0.0.1:%d", c.Port) }
+func (c *Cluster) Addr() string { return net.JoinHostPort(c.Address, strconv.Itoa(c.Port)) }
 
 // CACert is the PEM of the cluster's CA.
 func (c *Cluster) CACert() []byte { return c.pki.caPEM }
@@ -194,8 +206,8 @@ func (c *Cluster) startAPIServer(extra []string) error {
 	c.apiserverArgs = append([]string{
 		"--etcd-servers=" + strings.Join(c.Etcd.Endpoints(), ","),
 		fmt.Sprintf("--secure-port=%d", c.Port),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + c.Address,
+		"--advertise-address=" + c.Address,
 		"--tls-cert-file=" + c.pki.path("apiserver.crt"),
 		"--tls-private-key-file=" + c.pki.path("apiserver.key"),
 		"--client-ca-file=" + c.pki.path("ca.crt"),
@@ -206,7 +218,9 @@ func (c *Cluster) startAPIServer(extra []string) error {
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(c.logDir, "apiserver-certs"),
-		"--endpoint-reconciler-type=none",
+		// Pods reach a non-loopback API server at the kubernetes Service,
+		// whose endpoints the lease reconciler writes.
+		"--endpoint-reconciler-type=" + map[bool]string{true: "none", false: "lease"}[net.ParseIP(c.Address).IsLoopback()],
 		"--profiling=false",
 		"--v=1",
 	}, extra...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -38,10 +39,15 @@ var toxiServer = sync.OnceValue(func() *toxiproxy.ApiServer {
 })
 
 // NewFaultProxy starts a proxy in front of upstream (host:port) on a free
-// loopback port. It is stopped when the test ends.
+// port of upstream's IP (loopback for every cluster but those a test
+// node's pods call). It is stopped when the test ends.
 func NewFaultProxy(t TB, name, upstream string) *FaultProxy {
 	t.Helper()
-	p := toxiproxy.NewProxy(toxiServer(), name, "127.0.0.1:0", upstream)
+	host, _, err := net.SplitHostPort(upstream)
+	if err != nil {
+		t.Fatalf("harness: fault proxy %s: upstream %q: %v", name, upstream, err)
+	}
+	p := toxiproxy.NewProxy(toxiServer(), name, net.JoinHostPort(host, "0"), upstream)
 	if err := p.Start(); err != nil {
 		t.Fatalf("harness: fault proxy %s: %v", name, err)
 	}
@@ -50,7 +56,7 @@ func NewFaultProxy(t TB, name, upstream string) *FaultProxy {
 	return fp
 }
 
-// Addr is where clients connect (127.0.0.1:port).
+// Addr is where clients connect (ip:port).
 func (f *FaultProxy) Addr() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -17,6 +17,8 @@ type HostOptions struct {
 	AuditPolicy string
 	// KubeletClientCert: see ClusterOptions.
 	KubeletClientCert bool
+	// Address: see ClusterOptions.
+	Address string
 }
 
 // StartHost starts a host cluster: etcd, kube-apiserver, KCM with the
@@ -37,6 +39,7 @@ func StartHost(t TB, opts HostOptions) *Cluster {
 		AuditPolicy: opts.AuditPolicy,
 
 		KubeletClientCert: opts.KubeletClientCert,
+		Address:           opts.Address,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -68,12 +71,14 @@ type MemberOptions struct {
 	// KwokConfig: see ClusterOptions (kwok's kubelet server for logs,
 	// exec and port-forward).
 	KwokConfig string
+	// Address: see ClusterOptions.
+	Address string
 }
 
 // StartMember starts a member cluster with kwok nodes and running pods.
 func StartMember(t TB, opts MemberOptions) *Cluster {
 	t.Helper()
-	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings, KwokConfig: opts.KwokConfig})
+	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings, KwokConfig: opts.KwokConfig, Address: opts.Address})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, opts.Name+"-node", opts.Nodes, opts.Node)

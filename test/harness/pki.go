@@ -24,9 +24,11 @@ type pki struct {
 	caCert *x509.Certificate
 	caKey  *ecdsa.PrivateKey
 	caPEM  []byte
+	// ip is the API server's address, which server certificates cover.
+	ip net.IP
 }
 
-func newPKI(dir string) (*pki, error) {
+func newPKI(dir, ip string) (*pki, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -48,7 +50,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir, caCert: cert, caKey: key, caPEM: pemBlock("CERTIFICATE", der)}
+	p := &pki{dir: dir, caCert: cert, caKey: key, caPEM: pemBlock("CERTIFICATE", der), ip: net.ParseIP(ip)}
 	if err := os.WriteFile(p.path("ca.crt"), p.caPEM, 0o600); err != nil {
 		return nil, err
 	}
@@ -60,8 +62,9 @@ func newPKI(dir string) (*pki, error) {
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
 
-// issue signs a certificate. Server certificates cover 127.0.0.1 and
-// localhost, so they stay valid behind a fault proxy on another port.
+// issue signs a certificate. Server certificates cover 127.0.0.1,
+// localhost, the kubernetes Service and the cluster's address, so they stay valid behind a fault
+// proxy on another port.
 func (p *pki) issue(name, cn string, orgs []string, server bool) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -81,7 +84,12 @@ func (p *pki) issue(name, cn string, orgs []string, server bool) (certPEM, keyPE
 	}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		// 10.96.0.1 is the kubernetes Service (--service-cluster-ip-range),
+		// which pods on a test node call.
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}
+		if !p.ip.IsLoopback() {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, p.ip)
+		}
 		tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)

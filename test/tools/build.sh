@@ -3,7 +3,8 @@
 # into $BIN (default: bin/ at the repository root). A binary is rebuilt only
 # when it is missing or was built from another pinned version; the pins are
 # test/tools/go.mod (kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, etcd, kwok) and HELM_VERSION below.
+# kubectl, kubelet, kube-proxy, etcd, kwok) and HELM_VERSION below. The test
+# node's pause image is built here too (pause/, written by build/image).
 set -euo pipefail
 
 HELM_VERSION=v3.19.5
@@ -19,7 +20,7 @@ modver() { go list -m -f '{{.Version}}' "$1"; }
 
 # needs NAME STAMP: true when $BIN/NAME is missing or stamped otherwise.
 needs() {
-  [[ -x "$BIN/$1" && "$(cat "$BIN/.versions/$1" 2>/dev/null)" == "$2" ]] && return 1
+  [[ -f "$BIN/$1" && "$(cat "$BIN/.versions/$1" 2>/dev/null)" == "$2" ]] && return 1
   return 0
 }
 stamp() { echo "$2" >"$BIN/.versions/$1"; }
@@ -28,7 +29,7 @@ built() { echo "tools: built $1 ($2) in $(( $(date +%s) - $3 ))s"; }
 kube=$(modver k8s.io/kubernetes)
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube" | cut -d. -f2)"
 kube_pkgs=()
-for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
   needs "$c" "$kube $gover" && kube_pkgs+=("k8s.io/kubernetes/cmd/$c")
 done
 if ((${#kube_pkgs[@]})); then
@@ -65,6 +66,17 @@ if needs helm "$HELM_VERSION $gover"; then
   t0=$(date +%s)
   GOBIN="$BIN" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   stamp helm "$HELM_VERSION $gover"; built helm "$HELM_VERSION" "$t0"
+fi
+
+# The pause image of the test node's pods: a static program that waits for
+# a signal, on an empty base, so that the node never pulls an image.
+pause_src=$(cat pause/main.go ../../build/image/main.go | sha256sum | cut -c1-16)
+if needs pause-image.tar "$pause_src $gover"; then
+  t0=$(date +%s)
+  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/pause" ./pause
+  (cd ../../build/image && go run . -binary "$BIN/pause" -name pause -cmd "" -out "$BIN/pause-image.tar" \
+     -arch "$(go env GOARCH)" -version 3.10 -ref leafsync.local/pause:3.10)
+  stamp pause-image.tar "$pause_src $gover"; built pause-image.tar "local" "$t0"
 fi
 
 echo "tools: up to date in $BIN"

@@ -1,0 +1,363 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+// installValues are the test's values for the chart: the image built by
+// make image, leafsync's pods on the real node (the host's other workers
+// are kwok's), and the e2e thresholds (testConfig) so that flaps and
+// handovers play out in seconds against KCM's 8s grace period.
+const installValues = `image:
+  repository: %s
+  tag: %q
+  pullPolicy: IfNotPresent
+nodeSelector:
+  kubernetes.io/hostname: %s
+config:
+  hysteresis: {probeInterval: 1s, cordonAfter: 2s, notReadyAfter: 10s, readyAfter: 4s, window: 60s}
+  leaves: {leafTaint: true, leaseRenewInterval: 1s, leaseDuration: 40s, leaseRenewTimeout: 8s}
+  leaderElection: {leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
+  members: {probeTimeout: 1s}
+`
+
+// TestHelmInstall is the user's install, for real. leafsync's image (make
+// image) runs as the chart's pods on a real kubelet node of the host
+// (containerd, runc, the CNI bridge, kube-proxy), in a namespace that
+// enforces the restricted Pod Security Standard, with in-cluster
+// credentials. The journey is the one docs/install.md walks through:
+// install, register two members with leafsync register, a member flap, the
+// leader pod deleted, helm upgrade with a changed threshold, uninstall.
+// Through all of it neither leaf leaves Ready, and the leaves' Lease is
+// never written by two pods taking turns (two leaders at once).
+func TestHelmInstall(t *testing.T) {
+	image := imageArchive(t)
+	ref, err := harness.ImageRef(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slash := strings.LastIndex(ref, "/")
+	name, tag, _ := strings.Cut(ref[slash+1:], ":")
+	repo := ref[:slash+1] + name
+
+	network := harness.StartNodeNetwork(t)
+	host := harness.StartHost(t, harness.HostOptions{Address: network.Gateway})
+	members := map[string]*memberFixture{}
+	for _, m := range []string{"member-a", "member-b"} {
+		c := harness.StartMember(t, harness.MemberOptions{Name: m, Nodes: 1, Address: network.Gateway})
+		members[m] = &memberFixture{Cluster: c, proxy: harness.NewFaultProxy(t, m, c.Addr())}
+	}
+	node := harness.StartNode(t, host, harness.NodeOptions{Network: network, Images: []string{image}})
+	ctx := context.Background()
+	hc := host.Client()
+	dir := harness.LogDir(t)
+	hostKC, err := host.WriteKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "leafsync"
+	sh := func(bin string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		t.Logf("$ %s %s\n%s", filepath.Base(bin), strings.Join(args, " "), out)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(bin), err)
+		}
+		return string(out)
+	}
+	kubectl := func(args ...string) string { return sh(harness.Bin(t, "kubectl"), append([]string{"--kubeconfig", hostKC}, args...)...) }
+	helm := func(args ...string) string { return sh(harness.Bin(t, "helm"), append([]string{"--kubeconfig", hostKC}, args...)...) }
+
+	// Install, as docs/install.md says.
+	kubectl("create", "namespace", ns)
+	kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+	values := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(values, []byte(fmt.Sprintf(installValues, repo, tag, node.Name)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	helm("install", "leafsync", chartDir, "-n", ns, "-f", values, "--wait", "--timeout", "3m")
+	t.Logf("helm install --wait: both pods Ready %s after it started", time.Since(start).Round(100*time.Millisecond))
+	pods := leafsyncPods(t, hc, ns, 2)
+	for _, p := range pods {
+		if p.Spec.NodeName != node.Name {
+			t.Fatalf("pod %s runs on %q, not on the real node", p.Name, p.Spec.NodeName)
+		}
+	}
+	// The namespace does enforce the restricted standard: leafsync's pods
+	// passed it, a root pod does not.
+	root := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: ns}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: harness.PauseImage, SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}}},
+	}}
+	if _, err := hc.CoreV1().Pods(ns).Create(ctx, root, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "restricted") {
+		t.Fatalf("a root pod in %s: %v, want refused by the restricted Pod Security Standard", ns, err)
+	}
+	leader := func() (string, error) {
+		l, err := hc.CoordinationV1().Leases(ns).Get(ctx, "leafsync-leader", metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			return "", fmt.Errorf("no holder")
+		}
+		return *l.Spec.HolderIdentity, nil
+	}
+	var firstLeader string
+	harness.Eventually(t, 30*time.Second, "one of the pods leads", func() (err error) {
+		if firstLeader, err = leader(); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return strings.HasPrefix(firstLeader, p.Name+"_") }) {
+			return fmt.Errorf("leader %q is none of the pods", firstLeader)
+		}
+		return nil
+	})
+
+	// Register both members the recommended way: a least-privilege
+	// ServiceAccount in the member, its token in the Secret.
+	for m, mf := range members {
+		kc := filepath.Join(dir, m+".kubeconfig")
+		if err := os.WriteFile(kc, mf.KubeconfigVia(mf.proxy.Addr()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sh(harness.LeafsyncBinary(t), "register", "--kubeconfig", hostKC, "--member-kubeconfig", kc, "--namespace", ns, "--cluster", m, "--create-service-account")
+	}
+	leaves := []string{"leaf-member-a", "leaf-member-b"}
+	for _, leaf := range leaves {
+		harness.Eventually(t, 90*time.Second, leaf+" Ready", func() error {
+			n, err := hc.CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if s := harness.NodeReady(n); s != corev1.ConditionTrue {
+				return fmt.Errorf("Ready=%q", s)
+			}
+			return nil
+		})
+	}
+	recs := map[string]*nodeRecorder{}
+	for _, leaf := range leaves {
+		recs[leaf] = recordNode(t, host, leaf)
+	}
+
+	// A member flaps: 3s cut, past cordonAfter, short of notReadyAfter.
+	members["member-a"].proxy.Cut()
+	time.Sleep(3 * time.Second)
+	if err := members["member-a"].proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("member-a cut for 3s and healed")
+
+	// The leader pod is deleted; the other takes over.
+	leaderPod, _, _ := strings.Cut(firstLeader, "_")
+	deleted := time.Now()
+	kubectl("delete", "pod", "-n", ns, leaderPod, "--wait=false")
+	var second string
+	harness.Eventually(t, 30*time.Second, "the other pod leads", func() (err error) {
+		if second, err = leader(); err != nil {
+			return err
+		}
+		if strings.HasPrefix(second, leaderPod+"_") {
+			return fmt.Errorf("still led by the deleted pod")
+		}
+		return nil
+	})
+	t.Logf("leader pod %s deleted; %s leads %s later", leaderPod, second, time.Since(deleted).Round(100*time.Millisecond))
+	kubectl("rollout", "status", "-n", ns, "deployment/leafsync", "--timeout=3m")
+
+	// helm upgrade with a changed threshold rolls both pods.
+	before := leafsyncPods(t, hc, ns, 2)
+	start = time.Now()
+	helm("upgrade", "leafsync", chartDir, "-n", ns, "--reuse-values", "--set", "config.hysteresis.readyAfter=5s", "--wait", "--timeout", "3m")
+	t.Logf("helm upgrade --wait: rolled in %s", time.Since(start).Round(100*time.Millisecond))
+	harness.Eventually(t, 2*time.Minute, "the upgrade replaced both pods", func() error {
+		after, err := hc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=leafsync"})
+		if err != nil {
+			return err
+		}
+		for _, p := range after.Items {
+			for _, b := range before {
+				if p.UID == b.UID {
+					return fmt.Errorf("pod %s from before the upgrade is still there", p.Name)
+				}
+			}
+		}
+		return nil
+	})
+	cm, err := hc.CoreV1().ConfigMaps(ns).Get(ctx, "leafsync-config", metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["config.yaml"], "readyAfter: 5s") {
+		t.Fatalf("upgraded config: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	// Leave KCM two grace periods to notice a gap, if there was one.
+	time.Sleep(2 * harness.DefaultTestTimings.NodeMonitorGracePeriod)
+	for _, leaf := range leaves {
+		obs := recs[leaf].observations(t)
+		for _, o := range obs {
+			if o.ready != corev1.ConditionTrue {
+				t.Errorf("%s Ready=%s at %s", leaf, o.ready, o.at.Format(time.StampMilli))
+			}
+		}
+		t.Logf("%s: %d versions watched from registration to after the upgrade; Ready=True in all", leaf, len(obs))
+	}
+	writers := leaseWriters(t, host, "system:serviceaccount:"+ns+":leafsync", leaves)
+	if len(writers) < 3 {
+		t.Errorf("the leaves' Leases were written from %v: want at least three pods in turn (first leader, after the delete, after the upgrade)", writers)
+	}
+	t.Logf("the leaves' Leases were written by one pod at a time, in turn from %v", writers)
+
+	// Uninstall leaves nothing of leafsync in the host.
+	helm("uninstall", "leafsync", "-n", ns, "--wait", "--timeout", "3m")
+	harness.Eventually(t, 2*time.Minute, "nothing of leafsync left in the host", func() error {
+		return leftovers(ctx, hc, ns, leaves)
+	})
+}
+
+// leafsyncPods waits until the chart's Deployment has n Ready pods and
+// returns them.
+func leafsyncPods(t *testing.T, hc kubernetes.Interface, ns string, n int) []corev1.Pod {
+	t.Helper()
+	var ready []corev1.Pod
+	harness.Eventually(t, 3*time.Minute, fmt.Sprintf("%d leafsync pods Ready", n), func() error {
+		list, err := hc.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=leafsync"})
+		if err != nil {
+			return err
+		}
+		ready = ready[:0]
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) {
+				ready = append(ready, p)
+			}
+		}
+		if len(ready) != n {
+			return fmt.Errorf("%d of %d pods Ready", len(ready), len(list.Items))
+		}
+		return nil
+	})
+	return ready
+}
+
+// leaseWriters reads the host's audit log: the source IPs (pods) that
+// renewed the leaves' Leases as user, in order of first write. It fails
+// the test if one pod wrote again after another had taken over: two
+// leaders at once.
+func leaseWriters(t *testing.T, host *harness.Cluster, user string, leaves []string) []string {
+	t.Helper()
+	evs, err := host.AuditEvents(func(e harness.AuditEvent) bool {
+		return e.User.Username == user && e.ObjectRef.Resource == "leases" && e.ObjectRef.Namespace == corev1.NamespaceNodeLease &&
+			slices.Contains(leaves, e.ObjectRef.Name) && e.Verb != "delete" && e.ResponseStatus.Code < 300
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].RequestReceived.Before(evs[j].RequestReceived) })
+	var order []string
+	for _, e := range evs {
+		if len(e.SourceIPs) == 0 {
+			continue
+		}
+		ip := e.SourceIPs[0]
+		if len(order) > 0 && order[len(order)-1] == ip {
+			continue
+		}
+		if slices.Contains(order, ip) {
+			t.Errorf("%s renewed %s at %s after %s had taken over: two leaders at once", ip, e.ObjectRef.Name, e.RequestReceived.Format(time.StampMilli), order[len(order)-1])
+		}
+		order = append(order, ip)
+	}
+	return order
+}
+
+// leftovers lists what leafsync created in the host and is still there:
+// leaf Nodes and their Leases, its ConfigMaps (state records, eviction
+// guard records), registration Secrets, its finalizer on any pod.
+func leftovers(ctx context.Context, hc kubernetes.Interface, ns string, leaves []string) error {
+	var left []string
+	for _, leaf := range leaves {
+		if _, err := hc.CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "node "+leaf)
+		}
+		if _, err := hc.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, leaf, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "lease "+leaf)
+		}
+	}
+	nodes, err := hc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: leafnode.LabelCluster})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		left = append(left, "node "+n.Name)
+	}
+	cms, err := hc.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, c := range cms.Items {
+		if c.Name != "kube-root-ca.crt" {
+			left = append(left, "configmap "+c.Name)
+		}
+	}
+	secrets, err := hc.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, s := range secrets.Items {
+		left = append(left, "secret "+s.Name)
+	}
+	leases, err := hc.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, l := range leases.Items {
+		left = append(left, "lease "+ns+"/"+l.Name)
+	}
+	pods, err := hc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if slices.ContainsFunc(p.Finalizers, func(f string) bool { return strings.HasPrefix(f, "leafsync.io/") }) {
+			left = append(left, "finalizer on pod "+p.Namespace+"/"+p.Name)
+		}
+		if p.Namespace == ns {
+			left = append(left, "pod "+p.Name)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// imageArchive is leafsync's image, written by make image.
+func imageArchive(t *testing.T) string {
+	t.Helper()
+	dir, err := harness.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "leafsync-image.tar")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("leafsync's image: %v (make image writes it)", err)
+	}
+	return p
+}
