@@ -10,7 +10,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 
-.PHONY: help build image tools prometheus test unit e2e e2e-compare bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
+.PHONY: help build image tools prometheus node-packages test unit e2e e2e-compare bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -43,7 +43,12 @@ prometheus: ## Prometheus and promtool (Debian's package), for the metrics and a
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
 	  { echo "installing Debian's prometheus package"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
-e2e: tools build prometheus ## e2e suites against real kube-apiserver, KCM, etcd, kwok and Prometheus
+node-packages: ## containerd, runc, the CNI plugins and iptables (Debian's packages), for the test node of the helm install e2e
+	@command -v containerd >/dev/null && command -v runc >/dev/null && test -x /usr/lib/cni/bridge && command -v iptables >/dev/null && command -v ip >/dev/null || \
+	  { echo "installing Debian's containerd, runc, containernetworking-plugins, iptables and iproute2"; apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc containernetworking-plugins iptables iproute2 >/dev/null; }
+
+e2e: tools build image prometheus node-packages ## e2e suites against real kube-apiserver, KCM, etcd, kwok, Prometheus, and a real kubelet node
 	LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/...
 
 e2e-compare: tools build prometheus ## the eviction-guard e2e cases also without the guard, to show the harm it prevents (adds about 4 min to the guard tests)

@@ -74,6 +74,16 @@ type Values struct {
 	// HealthProbePort serves /healthz and /readyz.
 	HealthProbePort     int                 `json:"healthProbePort" jsonschema:"minimum=1,maximum=65535"`
 	PodDisruptionBudget PodDisruptionBudget `json:"podDisruptionBudget"`
+	Uninstall           Uninstall           `json:"uninstall"`
+}
+
+// Uninstall is the chart's pre-delete hook: a Job that runs `leafsync
+// uninstall` before helm deletes the chart's objects.
+type Uninstall struct {
+	// Cleanup deregisters every member (leafsync removes the leaves, their Leases, its records and its pod finalizers), scales leafsync to zero, and deletes its leader-election Lease and state ConfigMaps.
+	Cleanup bool `json:"cleanup"`
+	// Timeout of each of those steps; the hook fails (and helm uninstall with it) when one takes longer.
+	Timeout hysteresis.Duration `json:"timeout"`
 }
 
 // Image is leafsync's container image.

@@ -25,6 +25,8 @@ forwarded.`,
 		newVersionCommand(),
 		newSimulateCommand(),
 		newStatusCommand(),
+		newDeregisterCommand(),
+		newUninstallCommand(),
 	)
 	return root
 }

@@ -183,7 +183,7 @@ func run(cmd *cobra.Command, kubeconfig string, cfg config.Config) error {
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
 		LeaderElection:                le.Enabled,
-		LeaderElectionID:              "leafsync-leader",
+		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       cfg.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &le.LeaseDuration.Duration,

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -48,8 +50,10 @@ config:
 // credentials. The journey is the one docs/install.md walks through:
 // install, register two members with leafsync register, a member flap, the
 // leader pod deleted, helm upgrade with a changed threshold, uninstall.
-// Through all of it neither leaf leaves Ready, and the leaves' Lease is
-// never written by two pods taking turns (two leaders at once).
+// Through all of it neither leaf leaves Ready, no pod of a workload on a
+// leaf is lost in the member, and the leaves' Leases are never written by
+// two pods taking turns (two leaders at once). Uninstall leaves nothing
+// of leafsync in the host.
 func TestHelmInstall(t *testing.T) {
 	image := imageArchive(t)
 	ref, err := harness.ImageRef(image)
@@ -65,6 +69,12 @@ func TestHelmInstall(t *testing.T) {
 	members := map[string]*memberFixture{}
 	for _, m := range []string{"member-a", "member-b"} {
 		c := harness.StartMember(t, harness.MemberOptions{Name: m, Nodes: 1, Address: network.Gateway})
+		if err := c.LiftNotReadyTaints(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.StartScheduler(); err != nil {
+			t.Fatal(err)
+		}
 		members[m] = &memberFixture{Cluster: c, proxy: harness.NewFaultProxy(t, m, c.Addr())}
 	}
 	node := harness.StartNode(t, host, harness.NodeOptions{Network: network, Images: []string{image}})
@@ -85,8 +95,12 @@ func TestHelmInstall(t *testing.T) {
 		}
 		return string(out)
 	}
-	kubectl := func(args ...string) string { return sh(harness.Bin(t, "kubectl"), append([]string{"--kubeconfig", hostKC}, args...)...) }
-	helm := func(args ...string) string { return sh(harness.Bin(t, "helm"), append([]string{"--kubeconfig", hostKC}, args...)...) }
+	kubectl := func(args ...string) string {
+		return sh(harness.Bin(t, "kubectl"), append([]string{"--kubeconfig", hostKC}, args...)...)
+	}
+	helm := func(args ...string) string {
+		return sh(harness.Bin(t, "helm"), append([]string{"--kubeconfig", hostKC}, args...)...)
+	}
 
 	// Install, as docs/install.md says.
 	kubectl("create", "namespace", ns)
@@ -159,6 +173,33 @@ func TestHelmInstall(t *testing.T) {
 	for _, leaf := range leaves {
 		recs[leaf] = recordNode(t, host, leaf)
 	}
+	// A workload on leaf-member-a: pod sync runs from inside the chart's pods.
+	if err := host.EnsureNamespace(ctx, appsNS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.AppsV1().Deployments(appsNS).Create(ctx, leafWorkload("web", 2, leaves[0]).Deployment(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	memberPods := func() (map[types.UID]string, error) {
+		list, err := members["member-a"].Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: managedPodSelector})
+		if err != nil {
+			return nil, err
+		}
+		running := map[types.UID]string{}
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running[p.UID] = p.Name
+			}
+		}
+		return running, nil
+	}
+	var running map[types.UID]string
+	harness.Eventually(t, 90*time.Second, "the workload's 2 pods running in member-a", func() (err error) {
+		if running, err = memberPods(); err == nil && len(running) != 2 {
+			err = fmt.Errorf("%d running", len(running))
+		}
+		return err
+	})
 
 	// A member flaps: 3s cut, past cordonAfter, short of notReadyAfter.
 	members["member-a"].proxy.Cut()
@@ -218,6 +259,13 @@ func TestHelmInstall(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d versions watched from registration to after the upgrade; Ready=True in all", leaf, len(obs))
+	}
+	after, err := memberPods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(after, running) {
+		t.Errorf("member-a's pods were %v and are now %v: a pod was lost", running, after)
 	}
 	writers := leaseWriters(t, host, "system:serviceaccount:"+ns+":leafsync", leaves)
 	if len(writers) < 3 {

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/syncer/store/kubestore"
+)
+
+// leaderElectionID is the Lease in leafsync's namespace that replicas
+// elect their leader with.
+const leaderElectionID = "leafsync-leader"
+
+func newDeregisterCommand() *cobra.Command {
+	var kubeconfig, namespace string
+	var clusters []string
+	var all bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "deregister (--cluster NAME ... | --all)",
+		Short: "Deregister member clusters and wait until leafsync has removed what it made for them",
+		Long: `deregister deletes the registration Secrets of the named members (or of all)
+and waits until they are gone. leafsync holds each Secret with a finalizer
+until it has removed what it made for the member: the leaf Node and its
+Lease, the member's state and eviction-guard records, and its finalizer on
+the host pods of the leaf (member pods are left alone). leafsync must be
+running for that; if it is not, the Secrets stay, and deregister says so
+when --timeout passes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all == (len(clusters) > 0) {
+				return errors.New("name the members with --cluster, or pass --all")
+			}
+			host, err := hostClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			return deregister(cmd.Context(), host, namespace, clusters, timeout, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "host cluster kubeconfig (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
+	f.StringVarP(&namespace, "namespace", "n", config.Default().Namespace, "leafsync's namespace, where registration Secrets live")
+	f.StringArrayVar(&clusters, "cluster", nil, "a member to deregister (repeatable)")
+	f.BoolVar(&all, "all", false, "deregister every member")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for leafsync's cleanup")
+	return cmd
+}
+
+func newUninstallCommand() *cobra.Command {
+	var kubeconfig, namespace, deployment string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "uninstall --deployment NAME",
+		Short: "Remove everything leafsync made in the host (the Helm chart's pre-delete hook runs it)",
+		Long: `uninstall leaves nothing of leafsync's own objects in the host, in an order
+that races with nothing:
+
+ 1. every member is deregistered (see deregister) while leafsync still runs:
+    leaf Nodes and Leases, state and eviction-guard records, finalizers on
+    host pods go;
+ 2. leafsync's Deployment is scaled to zero and its pods are waited for, so
+    that no replica recreates anything;
+ 3. what leafsync made for itself in its namespace is deleted: the
+    leader-election Lease and the state store's ConfigMaps.
+
+The Helm chart runs it as a pre-delete hook; helm then deletes the chart's
+own objects. With the etcd state-store backend, the records in etcd are not
+touched.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			host, err := hostClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			return uninstall(cmd.Context(), host, namespace, deployment, timeout, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "host cluster kubeconfig (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
+	f.StringVarP(&namespace, "namespace", "n", config.Default().Namespace, "leafsync's namespace")
+	f.StringVar(&deployment, "deployment", "", "leafsync's Deployment in that namespace; required")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each step")
+	_ = cmd.MarkFlagRequired("deployment")
+	return cmd
+}
+
+func hostClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := cliRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// deregister deletes the registration Secrets of clusters (all when
+// empty) and waits until leafsync has released them.
+func deregister(ctx context.Context, host kubernetes.Interface, ns string, clusters []string, timeout time.Duration, out io.Writer) error {
+	list, err := host.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: registration.LabelCluster})
+	if err != nil {
+		return fmt.Errorf("listing registrations in %s: %w", ns, err)
+	}
+	var targets []corev1.Secret
+	for _, s := range list.Items {
+		if len(clusters) == 0 || slices.Contains(clusters, s.Labels[registration.LabelCluster]) {
+			targets = append(targets, s)
+		}
+	}
+	for _, c := range clusters {
+		if !slices.ContainsFunc(targets, func(s corev1.Secret) bool { return s.Labels[registration.LabelCluster] == c }) {
+			return fmt.Errorf("no registration of member %q in namespace %s (kubectl leafsync status -n %s lists them)", c, ns, ns)
+		}
+	}
+	for _, s := range targets {
+		err := host.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting Secret %s/%s: %w", ns, s.Name, err)
+		}
+		fmt.Fprintf(out, "member %s: Secret %s/%s deleted; waiting for leafsync's cleanup\n", s.Labels[registration.LabelCluster], ns, s.Name)
+	}
+	var left []string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for _, s := range targets {
+			cur, err := host.CoreV1().Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) || (err == nil && cur.UID != s.UID):
+			case err != nil:
+				return false, err
+			default:
+				left = append(left, fmt.Sprintf("%s (status: %s)", s.Name, cur.Annotations[registration.AnnotationStatus]))
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("registration Secrets still there after %s: %s. leafsync removes its finalizer once it has cleaned up a member; is it running? (kubectl -n %s get pods; kubectl leafsync status -n %s): %w",
+			timeout, strings.Join(left, ", "), ns, ns, err)
+	}
+	fmt.Fprintf(out, "%d member(s) deregistered\n", len(targets))
+	return nil
+}
+
+// uninstall: members deregistered, leafsync stopped, its own objects
+// deleted (see newUninstallCommand).
+func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment string, timeout time.Duration, out io.Writer) error {
+	if err := deregister(ctx, host, ns, nil, timeout, out); err != nil {
+		return err
+	}
+	dep, err := host.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("leafsync's Deployment %s/%s: %w", ns, deployment, err)
+	}
+	scale := []byte(`{"spec":{"replicas":0}}`)
+	if _, err := host.AppsV1().Deployments(ns).Patch(ctx, deployment, types.MergePatchType, scale, metav1.PatchOptions{}, "scale"); err != nil {
+		return fmt.Errorf("scaling %s/%s to zero: %w", ns, deployment, err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("leafsync's pods still running %s after scaling %s to zero: %w", timeout, deployment, err)
+	}
+	fmt.Fprintf(out, "Deployment %s/%s scaled to zero; no leafsync pod runs\n", ns, deployment)
+	err = host.CoordinationV1().Leases(ns).Delete(ctx, leaderElectionID, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the leader-election Lease %s/%s: %w", ns, leaderElectionID, err)
+	}
+	cms, err := host.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: kubestore.LabelManagedBy + "=leafsync"})
+	if err != nil {
+		return err
+	}
+	for _, cm := range cms.Items {
+		if err := host.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ConfigMap %s/%s: %w", ns, cm.Name, err)
+		}
+	}
+	fmt.Fprintf(out, "leader-election Lease and %d state ConfigMap(s) deleted; leafsync left nothing of its own in the host\n", len(cms.Items))
+	return nil
+}
