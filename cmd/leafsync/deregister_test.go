@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/leafsync/leafsync/syncer/registration"
+)
+
+func registrationFor(cluster string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Name: "member-" + cluster, Namespace: "ls", UID: types.UID("uid-" + cluster),
+		Labels: map[string]string{registration.LabelCluster: cluster},
+	}}
+}
+
+// TestDeregister: only the named members' Secrets are deleted, other
+// Secrets never; a name without a registration is an error that deletes
+// nothing.
+func TestDeregister(t *testing.T) {
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: "ls"}}
+	host := fake.NewClientset(registrationFor("a"), registrationFor("b"), other)
+	ctx := context.Background()
+	var out bytes.Buffer
+
+	err := deregister(ctx, host, "ls", []string{"a", "nope"}, time.Second, &out)
+	if err == nil || !strings.Contains(err.Error(), `no registration of member "nope"`) {
+		t.Fatalf("deregister of an unknown member: %v", err)
+	}
+	if names := secretNames(t, host); len(names) != 3 {
+		t.Fatalf("a refused deregister deleted something: %v left", names)
+	}
+
+	if err := deregister(ctx, host, "ls", []string{"a"}, time.Second, &out); err != nil {
+		t.Fatal(err)
+	}
+	if names := secretNames(t, host); strings.Join(names, ",") != "member-b,unrelated" {
+		t.Fatalf("after deregister a: %v", names)
+	}
+	if err := deregister(ctx, host, "ls", nil, time.Second, &out); err != nil {
+		t.Fatal(err)
+	}
+	if names := secretNames(t, host); strings.Join(names, ",") != "unrelated" {
+		t.Fatalf("after deregister --all: %v", names)
+	}
+}
+
+func secretNames(t *testing.T, host *fake.Clientset) []string {
+	t.Helper()
+	list, err := host.CoreV1().Secrets("ls").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.Items {
+		names = append(names, s.Name)
+	}
+	return names
+}
