@@ -320,7 +320,7 @@ func (n *Node) ready() error {
 			if c.Status == corev1.ConditionTrue {
 				return nil
 			}
-			return fmt.Errorf("Ready=%s: %s", c.Status, c.Message)
+			return fmt.Errorf("condition Ready=%s: %s", c.Status, c.Message)
 		}
 	}
 	return fmt.Errorf("no Ready condition yet")
