@@ -121,8 +121,14 @@ func (f *fleet) lease(name string) (*coordinationv1.Lease, error) {
 // waitLeafReady waits until the leaf exists with Ready=True.
 func (f *fleet) waitLeafReady(t *testing.T, leaf string, timeout time.Duration) {
 	t.Helper()
-	harness.Eventually(t, timeout, "leaf "+leaf+" Ready", func() error {
-		n, err := f.host.Client().CoreV1().Nodes().Get(context.Background(), leaf, metav1.GetOptions{})
+	waitNodeReady(t, f.host, leaf, timeout)
+}
+
+// waitNodeReady waits until a Node of c exists with Ready=True.
+func waitNodeReady(t *testing.T, c *harness.Cluster, name string, timeout time.Duration) {
+	t.Helper()
+	harness.Eventually(t, timeout, "node "+name+" Ready", func() error {
+		n, err := c.Client().CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -158,16 +158,7 @@ func TestHelmInstall(t *testing.T) {
 	}
 	leaves := []string{"leaf-member-a", "leaf-member-b"}
 	for _, leaf := range leaves {
-		harness.Eventually(t, 90*time.Second, leaf+" Ready", func() error {
-			n, err := hc.CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if s := harness.NodeReady(n); s != corev1.ConditionTrue {
-				return fmt.Errorf("Ready=%q", s)
-			}
-			return nil
-		})
+		waitNodeReady(t, host, leaf, 90*time.Second)
 	}
 	recs := map[string]*nodeRecorder{}
 	for _, leaf := range leaves {
@@ -341,9 +332,6 @@ func leaseWriters(t *testing.T, host *harness.Cluster, user string, leaves []str
 func leftovers(ctx context.Context, hc kubernetes.Interface, ns string, leaves []string) error {
 	var left []string
 	for _, leaf := range leaves {
-		if _, err := hc.CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			left = append(left, "node "+leaf)
-		}
 		if _, err := hc.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, leaf, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			left = append(left, "lease "+leaf)
 		}

@@ -228,12 +228,7 @@ func (n *Node) startKubelet(net *NodeNetwork) error {
 	if err != nil {
 		return err
 	}
-	ports := make([]int, 2)
-	for i := range ports {
-		if ports[i], err = FreePort(); err != nil {
-			return err
-		}
-	}
+	ports := freePorts(n.t, 2)
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # cgroup v1 without systemd on this machine.
@@ -284,12 +279,7 @@ func (n *Node) startKubeProxy(net *NodeNetwork) error {
 	if err != nil {
 		return err
 	}
-	ports := make([]int, 2)
-	for i := range ports {
-		if ports[i], err = FreePort(); err != nil {
-			return err
-		}
-	}
+	ports := freePorts(n.t, 2)
 	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %q}
