@@ -90,6 +90,7 @@ type Node struct {
 	sysctls    map[string]string
 	netns      []string // network namespaces there before the node
 	chains     map[string]bool
+	created    []string // outsideDirs the node created
 	t          TB
 }
 
@@ -129,6 +130,11 @@ func StartNode(t TB, host *Cluster, opts NodeOptions) *Node {
 	n.sysctls = readSysctls()
 	n.netns = listNetns()
 	n.chains = kubeChains()
+	for _, d := range outsideDirs {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			n.created = append(n.created, d)
+		}
+	}
 	t.Cleanup(n.stop)
 	steps := []struct {
 		what string
@@ -316,10 +322,6 @@ func (n *Node) ready() error {
 	return fmt.Errorf("no Ready condition yet")
 }
 
-// Kubelet stops the kubelet (SIGTERM, then SIGKILL after grace), as a
-// node losing its agent would; the pods go on running.
-func (n *Node) StopKubelet(grace time.Duration) { n.kubelet.Stop(grace) }
-
 // stop tears the node down in the order that leaves nothing behind: the
 // host's pods on the node are deleted and the kubelet stops their
 // sandboxes (which removes their network namespaces and mounts); then the
@@ -342,6 +344,7 @@ func (n *Node) stop() {
 	left = append(left, n.unmountAll()...)
 	left = append(left, n.removeNetns()...)
 	left = append(left, n.removeChains()...)
+	left = append(left, n.removeOutsideDirs()...)
 	removeCgroups("kubepods")
 	restoreSysctls(n.sysctls)
 	if err := os.RemoveAll(n.dir); err != nil {
@@ -538,6 +541,35 @@ func (n *Node) removeChains() []string {
 		if !n.chains[c] {
 			left = append(left, "iptables chain "+c)
 		}
+	}
+	return left
+}
+
+// outsideDirs are folders the kubelet, containerd and the CNI library
+// create outside the node's folder whatever they are configured with: the
+// device-plugin folder, the shims' sockets and runc's state, the CNI
+// result cache.
+var outsideDirs = []string{"/var/lib/kubelet", "/run/containerd", "/var/lib/cni"}
+
+// removeOutsideDirs removes the outsideDirs the node created (empty after
+// a clean stop but for the kubelet's device-plugin folder). In one that
+// was there before, only a CNI result of the node's network is removed
+// (and reported: a clean stop deletes them).
+func (n *Node) removeOutsideDirs() []string {
+	var left []string
+	for _, d := range n.created {
+		if ms := mountsUnder(d); len(ms) > 0 {
+			left = append(left, fmt.Sprintf("mounts under %s: %v", d, ms))
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			left = append(left, fmt.Sprintf("%s: %v", d, err))
+		}
+	}
+	results, _ := filepath.Glob("/var/lib/cni/results/leafsync-test-*")
+	for _, r := range results {
+		left = append(left, "CNI result "+r)
+		_ = os.Remove(r)
 	}
 	return left
 }
