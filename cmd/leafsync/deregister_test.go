@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/leafsync/leafsync/syncer/registration"
 )
@@ -64,4 +66,27 @@ func secretNames(t *testing.T, host *fake.Clientset) []string {
 		names = append(names, s.Name)
 	}
 	return names
+}
+
+// TestDeregisterWithoutLeafsync: when nothing releases the Secrets (no
+// leafsync runs to remove its finalizer), deregister fails after the
+// timeout naming the Secret, its status and what to check.
+func TestDeregisterWithoutLeafsync(t *testing.T) {
+	s := registrationFor("a")
+	s.Annotations = map[string]string{registration.AnnotationStatus: "Ready"}
+	host := fake.NewClientset(s)
+	// The finalizer holds the Secret: a delete only marks it.
+	host.PrependReactor("delete", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, nil
+	})
+	var out bytes.Buffer
+	err := deregister(context.Background(), host, "ls", nil, 1200*time.Millisecond, &out)
+	if err == nil {
+		t.Fatal("deregister returned while the Secret is still there")
+	}
+	for _, want := range []string{"member-a (status: Ready)", "is it running?", "kubectl leafsync status -n ls"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
 }
