@@ -27,9 +27,9 @@ type KubeletAPI struct {
 	// self-signed certificate, made at every start.
 	CertFile string `json:"certFile"`
 	KeyFile  string `json:"keyFile"`
-	// ConnectTimeout bounds reaching a member for one request: the dial and
-	// TLS handshake of a stream (exec, attach, port-forward), and the
-	// member's first answer to a log read. A member that does not answer
+	// ConnectTimeout bounds reaching a member for one request: the dial, TLS
+	// handshake and upgrade answer of a stream (exec, attach, port-forward),
+	// and the member's first answer to a log read. A member that does not answer
 	// within it gets a 502, instead of a request that hangs.
 	ConnectTimeout hysteresis.Duration `json:"connectTimeout"`
 }

@@ -1,6 +1,7 @@
 package kubeletapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -165,7 +167,7 @@ func (s *Server) memberProxy(m clusters.Member) (*memberProxy, error) {
 	tlsCfg = tlsCfg.Clone()
 	tlsCfg.NextProtos = []string{"http/1.1"} // upgrades need HTTP/1.1
 	dialer := &net.Dialer{Timeout: s.o.ConnectTimeout, KeepAlive: 30 * time.Second}
-	conn := &http.Transport{DialContext: dialer.DialContext, TLSClientConfig: tlsCfg, TLSHandshakeTimeout: s.o.ConnectTimeout}
+	conn := &http.Transport{DialContext: answerDeadline(dialer.DialContext, s.o.ConnectTimeout), TLSClientConfig: tlsCfg, TLSHandshakeTimeout: s.o.ConnectTimeout}
 	withAuth, err := rest.HTTPWrappersForConfig(cfg, proxy.MirrorRequest)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: credentials: %w", m.Cluster(), err)
@@ -196,6 +198,12 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.timeout)
 		defer cancel()
+		// The member's answer is bounded by answerDeadline, lifted when
+		// the handler hijacks the client's connection: it does so only
+		// once the member has answered 101.
+		held := &heldConn{}
+		ctx = context.WithValue(ctx, heldConnKey{}, held)
+		w = hijackHook{ResponseWriter: w, onHijack: held.liftDeadline}
 	}
 	out := r.Clone(ctx)
 	out.URL.Path, out.URL.RawQuery = loc.Path, loc.RawQuery
@@ -209,6 +217,65 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 		out.Method = http.MethodGet
 	}
 	h.ServeHTTP(w, out)
+}
+
+// answerDeadline wraps an upgrade dialer: the member must answer (the TLS
+// handshake, then the upgrade's response) within d of the dial, so that a
+// member that accepts connections and then says nothing fails the request
+// instead of holding it for ever. serve lifts the deadline once the
+// stream has begun: an idle exec or port-forward may last any time.
+func answerDeadline(dial func(ctx context.Context, network, addr string) (net.Conn, error), d time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.SetReadDeadline(time.Now().Add(d)); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if h, ok := ctx.Value(heldConnKey{}).(*heldConn); ok {
+			h.set(c)
+		}
+		return c, nil
+	}
+}
+
+type heldConnKey struct{}
+
+// heldConn is the member connection of one upgrade request.
+type heldConn struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (h *heldConn) set(c net.Conn) {
+	h.mu.Lock()
+	h.c = c
+	h.mu.Unlock()
+}
+
+func (h *heldConn) liftDeadline() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.c != nil {
+		_ = h.c.SetReadDeadline(time.Time{})
+	}
+}
+
+// hijackHook calls onHijack before handing over the client's connection.
+type hijackHook struct {
+	http.ResponseWriter
+	onHijack func()
+}
+
+func (h hijackHook) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("the connection cannot be hijacked for an upgrade")
+	}
+	h.onHijack()
+	return hj.Hijack()
 }
 
 // firstAnswerTimeout fails a request whose response headers do not come

@@ -59,8 +59,9 @@ type Options struct {
 	CertFile, KeyFile string
 	// Hosts are the names and IPs of a self-signed certificate.
 	Hosts []string
-	// ConnectTimeout bounds reaching a member: a stream's dial and TLS
-	// handshake, a log read's first answer (config.KubeletAPI).
+	// ConnectTimeout bounds reaching a member: a stream's dial, TLS
+	// handshake and the member's answer to the upgrade, a log read's first
+	// answer (config.KubeletAPI).
 	ConnectTimeout time.Duration
 	Logger         logr.Logger
 }
