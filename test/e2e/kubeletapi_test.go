@@ -72,6 +72,17 @@ spec:
       workDir: %[1]s
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterAttach
+metadata:
+  name: apps-attach
+spec:
+  selector:
+    matchNamespaces: [apps]
+  attaches:
+  - containers: [app]
+    logsFile: %[1]s/attach.log
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterPortForward
 metadata:
   name: apps-port-forward
@@ -94,6 +105,9 @@ spec:
 func TestKubeletAPI(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "attach.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "current.log"), []byte("2026-01-01T00:00:00.000000000Z stdout F hello from the member\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -228,42 +242,8 @@ func TestKubeletAPI(t *testing.T) {
 	t.Run("kubectl logs -f streams new lines", func(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(cctx, kubectlBin, "--kubeconfig="+kubeconfig, "-n", appsNS, "logs", "-f", pod.Name)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { cancel(); _ = cmd.Wait() }()
-		lines := make(chan string, 16)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		want := func(s string) {
-			t.Helper()
-			deadline := time.After(30 * time.Second)
-			for {
-				select {
-				case l, ok := <-lines:
-					if !ok {
-						t.Fatalf("kubectl logs -f ended before %q; stderr: %s", s, stderr.String())
-					}
-					if strings.Contains(l, s) {
-						return
-					}
-				case <-deadline:
-					t.Fatalf("no %q from kubectl logs -f within 30s; stderr: %s", s, stderr.String())
-				}
-			}
-		}
+		want, stop := followOutput(t, exec.CommandContext(cctx, kubectlBin, "--kubeconfig="+kubeconfig, "-n", appsNS, "logs", "-f", pod.Name))
+		defer stop()
 		want("hello from the member")
 		lf, err := os.OpenFile(filepath.Join(dir, "current.log"), os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -274,6 +254,31 @@ func TestKubeletAPI(t *testing.T) {
 		lf.Close()
 		want("a new line")
 		t.Logf("a line appended to the member container's log reached kubectl logs -f after %s", time.Since(written).Round(time.Millisecond))
+	})
+
+	t.Run("kubectl attach streams the container's output", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		want, stop := followOutput(t, exec.CommandContext(cctx, kubectlBin, "--kubeconfig="+kubeconfig, "-n", appsNS, "attach", pod.Name, "-c", "app"))
+		defer stop()
+		// kwok attaches to its output file from the end: write lines until
+		// one written after kubectl attached comes back.
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for i := 0; ; i++ {
+				if f, err := os.OpenFile(filepath.Join(dir, "attach.log"), os.O_APPEND|os.O_WRONLY, 0); err == nil {
+					fmt.Fprintf(f, "%s stdout F attached line %d\n", time.Now().UTC().Format(time.RFC3339Nano), i)
+					f.Close()
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+		}()
+		want("attached line")
 	})
 
 	t.Run("kubectl exec with stdin and stdout", func(t *testing.T) {
@@ -485,4 +490,51 @@ func measureRoundTrips(t *testing.T, f *fleet, pod string, n int) (logs, execs [
 	sort.Slice(logs, func(i, j int) bool { return logs[i] < logs[j] })
 	sort.Slice(execs, func(i, j int) bool { return execs[i] < execs[j] })
 	return logs, execs
+}
+
+// followOutput starts cmd (kubectl logs -f, kubectl attach) and returns
+// want, which waits up to 30s for a line of its output containing s, and
+// stop, which ends it.
+func followOutput(t *testing.T, cmd *exec.Cmd) (want func(s string), stop func()) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	name := strings.Join(cmd.Args[3:], " ")
+	want = func(s string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("%s ended before %q; stderr: %s", name, s, stderr.String())
+				}
+				if strings.Contains(l, s) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %q from %s within 30s; stderr: %s", s, name, stderr.String())
+			}
+		}
+	}
+	stop = func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	return want, stop
 }
