@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync"
 )
 
@@ -31,13 +33,20 @@ import (
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := h.s
+	rec := &statusRecorder{ResponseWriter: w}
+	w = rec
+	t, pathErr := ParsePath(r.URL.Path)
+	verbLabel := "unknown"
+	if pathErr == nil {
+		verbLabel = string(t.Verb)
+	}
+	defer func() { metrics.KubeletAPIRequestsVec.WithLabelValues(verbLabel, rec.answer()).Inc() }()
 	resp, ok, err := h.authn.AuthenticateRequest(r)
 	if err != nil || !ok {
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
 	}
-	t, err := ParsePath(r.URL.Path)
-	if err != nil {
+	if err := pathErr; err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
@@ -217,6 +226,56 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 		out.Method = http.MethodGet
 	}
 	h.ServeHTTP(w, out)
+}
+
+// statusRecorder remembers how a request was answered, for the metric.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+	// upgraded: the connection went to the member's answer (a stream).
+	upgraded bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush passes a followed log's lines on as they come.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("the connection cannot be hijacked for an upgrade")
+	}
+	r.upgraded = true
+	return hj.Hijack()
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *statusRecorder) answer() string {
+	switch {
+	case r.upgraded:
+		return "upgraded"
+	case r.code == 0:
+		return strconv.Itoa(http.StatusOK)
+	}
+	return strconv.Itoa(r.code)
 }
 
 // answerDeadline wraps an upgrade dialer: the member must answer (the TLS

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
+
+	"github.com/leafsync/leafsync/syncer/metrics"
 )
 
 func TestParsePath(t *testing.T) {
@@ -81,5 +83,19 @@ func TestMemberRequest(t *testing.T) {
 				t.Errorf("MemberRequest = %s %v; want %s %v", path, got, c.path, c.wantQ)
 			}
 		})
+	}
+}
+
+// TestEveryVerbHasItsSeries: the metric's series that exist from the start
+// are exactly the API's verbs.
+func TestEveryVerbHasItsSeries(t *testing.T) {
+	verbs := []Verb{Logs, Exec, Attach, PortForward}
+	if len(metrics.KubeletAPISuccess) != len(verbs) {
+		t.Errorf("metrics.KubeletAPISuccess has %d verbs, the API %d", len(metrics.KubeletAPISuccess), len(verbs))
+	}
+	for _, v := range verbs {
+		if _, ok := metrics.KubeletAPISuccess[string(v)]; !ok {
+			t.Errorf("verb %s has no series in metrics.KubeletAPISuccess", v)
+		}
 	}
 }

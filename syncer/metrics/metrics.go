@@ -90,6 +90,9 @@ var (
 	EvictionsCompleted = spec(Spec{Group: "Eviction guard", Name: "leafsync_evictions_completed_total", Kind: Counter,
 		Help:   "Evictions leafsync carried out itself: the member is confirmed NotReady, the leaf carries node lifecycle's NoExecute taint, and the pod's toleration of it, counted from the outage's first failed probe, has run out (or a user's NoExecute taint outlasted it).",
 		Labels: []string{"cluster"}})
+	KubeletAPIRequests = spec(Spec{Group: "Kubelet API", Name: "leafsync_kubelet_api_requests_total", Kind: Counter,
+		Help:   "Requests to the leaves' kubelet API (kubectl logs, exec, attach, port-forward through the host API server) by verb (containerLogs, exec, attach, portForward, or unknown for a path that is none of them) and answer: the HTTP status leafsync gave, or upgraded when the connection was handed to the member's answer (a stream).",
+		Labels: []string{"verb", "code"}})
 )
 
 // Label values of bounded label sets, initialised to zero for every member
@@ -100,6 +103,9 @@ var (
 	DeleteOutcomes     = []string{"forwarded", "stale_deferred", "stale_retained", "owed", "adopted", "reaped"}
 	PendingDeleteKinds = []string{"owed", "deferred", "retained"}
 	StoreErrorReasons  = []string{"conflict", "unavailable", "other"}
+	// KubeletAPISuccess is each kubelet API verb's answer when it works:
+	// their series exist from the start (zero while the API is off).
+	KubeletAPISuccess = map[string]string{"containerLogs": "200", "exec": "upgraded", "attach": "upgraded", "portForward": "upgraded"}
 )
 
 // Specs of the metrics computed at scrape time (see StateCollector).
@@ -166,6 +172,7 @@ var (
 	EvictionGuardGauge      = prometheus.NewGauge(prometheus.GaugeOpts{Name: EvictionGuardActive.Name, Help: EvictionGuardActive.Help})
 	EvictionsRefusedVec     = counterVec(EvictionsRefused)
 	EvictionsCompletedVec   = counterVec(EvictionsCompleted)
+	KubeletAPIRequestsVec   = counterVec(KubeletAPIRequests)
 )
 
 func counterVec(s Spec) *prometheus.CounterVec {
@@ -186,11 +193,14 @@ func Register(reg prometheus.Registerer) error {
 		ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec,
 		LeafWritesVec, LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec,
 		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec, StorePendingWritesGauge,
-		EvictionGuardGauge, EvictionsRefusedVec, EvictionsCompletedVec,
+		EvictionGuardGauge, EvictionsRefusedVec, EvictionsCompletedVec, KubeletAPIRequestsVec,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
+	}
+	for verb, answer := range KubeletAPISuccess {
+		KubeletAPIRequestsVec.WithLabelValues(verb, answer)
 	}
 	return nil
 }

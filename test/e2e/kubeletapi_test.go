@@ -391,6 +391,18 @@ func TestKubeletAPI(t *testing.T) {
 		t.Logf("KUBELETAPI kubectl process, start to exit: logs %s, exec true %s", kl.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	})
 
+	t.Run("requests are counted by verb and answer", func(t *testing.T) {
+		m := scrape(t, first)
+		for _, c := range []struct{ verb, code string }{
+			{"containerLogs", "200"}, {"exec", "upgraded"}, {"attach", "upgraded"}, {"portForward", "upgraded"},
+			{"containerLogs", "401"}, {"containerLogs", "403"}, {"containerLogs", "404"},
+		} {
+			if v := metricValue(m, "leafsync_kubelet_api_requests_total", "verb", c.verb, "code", c.code); v < 1 {
+				t.Errorf("leafsync_kubelet_api_requests_total{verb=%q,code=%q} = %g after such requests", c.verb, c.code, v)
+			}
+		}
+	})
+
 	outer := t // the standby must outlive the subtest that starts it
 	t.Run("a new leader advertises its own address", func(t *testing.T) {
 		// The standby advertises 127.0.0.2 (another loopback address, as

@@ -156,6 +156,10 @@ func build() (dashboard.Dashboard, error) {
 		"max("+sel(metrics.EvictionGuardActive)+")").
 		Height(6).Span(8))
 
+	b.WithRow(dashboard.NewRowBuilder("Kubelet API"))
+	b.WithPanel(graph("kubectl logs, exec, attach, port-forward on leaves", "Requests to the leaves' kubelet API per second, by verb and answer: upgraded (a stream handed to the member), 200, or the refusal (401, 403, 404, 502 when the member is unreachable).", 6, 24,
+		target("sum by (verb, code) (rate("+counter(metrics.KubeletAPIRequests)+"[5m]))", "{{verb}} {{code}}")))
+
 	d, err := b.Build()
 	if err != nil {
 		return d, err
