@@ -16,7 +16,9 @@
 //     kube-system/extension-apiserver-authentication, or a bearer token
 //     (TokenReview). Anonymous requests are refused (401).
 //  3. The host pod is read; its node must be a leaf (label
-//     leafsync.io/cluster) — otherwise 404.
+//     leafsync.io/cluster) — otherwise 404, to a user allowed nodes/proxy
+//     on every node, and 403 to others (one address serves every leaf:
+//     they must not learn which pods exist).
 //  4. Authorisation by SubjectAccessReview, as a kubelet does it:
 //     nodes/proxy on that leaf, verb get (logs) or create (streams, which
 //     a WebSocket opens with a GET). Decisions are cached as the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,10 @@ func TestHandlerRefuses(t *testing.T) {
 	var asked []authorizer.Attributes
 	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 		asked = append(asked, a)
-		if a.GetUser().GetName() == "apiserver" && a.GetResource() == "nodes" && a.GetSubresource() == "proxy" && a.GetName() == "leaf-a" {
+		// The API server may proxy to every node ("" in a check), carol
+		// only to leaf-a.
+		allowed := map[string][]string{"apiserver": {"", "leaf-a"}, "carol": {"leaf-a"}}[a.GetUser().GetName()]
+		if a.GetResource() == "nodes" && a.GetSubresource() == "proxy" && slices.Contains(allowed, a.GetName()) {
 			return authorizer.DecisionAllow, "", nil
 		}
 		return authorizer.DecisionNoOpinion, "no RBAC rule", nil
@@ -106,6 +110,11 @@ func TestHandlerRefuses(t *testing.T) {
 		{"not a kubelet path", "apiserver", "/run/ns/synced/app", ready, 404, "unsupported"},
 		{"no such pod", "apiserver", "/containerLogs/ns/nope/app", ready, 404, "not found"},
 		{"pod on an ordinary node", "apiserver", "/exec/ns/on-worker/app?command=true", ready, 404, "not on a leaf"},
+		// One address serves every leaf: a user not allowed on every node
+		// learns nothing of pods it may not reach.
+		{"no such pod, no nodes/proxy", "alice", "/containerLogs/ns/nope/app", ready, 403, "user=alice, verb=get, resource=nodes, subresource=proxy)"},
+		{"pod on an ordinary node, no nodes/proxy", "carol", "/exec/ns/on-worker/app?command=true", ready, 403, "user=carol, verb=create"},
+		{"allowed on the pod's leaf only", "carol", "/containerLogs/ns/unsynced/app", ready, 404, "not synced"},
 		{"no nodes/proxy on the leaf", "alice", "/containerLogs/ns/synced/app", ready, 403, "user=alice, verb=get, resource=nodes, subresource=proxy, name=leaf-a"},
 		{"exec needs create", "alice", "/exec/ns/synced/app?command=true", ready, 403, "verb=create"},
 		{"another pod of that name", "apiserver", "/exec/ns/synced/other-uid/app", ready, 404, "has UID"},
@@ -122,8 +131,8 @@ func TestHandlerRefuses(t *testing.T) {
 		})
 	}
 	for _, a := range asked {
-		if a.GetResource() != "nodes" || a.GetSubresource() != "proxy" || a.GetName() != "leaf-a" {
-			t.Errorf("authorised %+v: want nodes/proxy on leaf-a", a)
+		if a.GetResource() != "nodes" || a.GetSubresource() != "proxy" || (a.GetName() != "leaf-a" && a.GetName() != "") {
+			t.Errorf("authorised %+v: want nodes/proxy on leaf-a or every node", a)
 		}
 	}
 }

@@ -50,9 +50,48 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
+	// As a kubelet: nodes/proxy on the node, "get" to read, "create" to
+	// open a stream (whatever the method: WebSocket streams are GETs).
+	verb := "create"
+	if t.Verb == Logs {
+		verb = "get"
+	}
+	// authorize answers 403 unless the user may proxy to node ("" is every
+	// node), and says whether to go on.
+	authorize := func(node string) bool {
+		attrs := authorizer.AttributesRecord{
+			User: resp.User, Verb: verb, Resource: "nodes", Subresource: "proxy",
+			Name: node, ResourceRequest: true, Path: r.URL.Path,
+		}
+		decision, reason, err := h.authz.Authorize(r.Context(), attrs)
+		if decision == authorizer.DecisionAllow {
+			return true
+		}
+		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=proxy", resp.User.GetName(), verb)
+		if node != "" {
+			msg += ", name=" + node
+		}
+		msg += ")"
+		if reason != "" {
+			msg += ": " + reason
+		}
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		http.Error(w, msg, http.StatusForbidden)
+		return false
+	}
+	// notFound answers 404 to a user who may proxy to every node, 403 to
+	// others: one address serves every leaf, so a user allowed on none of
+	// them must not learn which pods exist or where they run.
+	notFound := func(msg string) {
+		if authorize("") {
+			http.Error(w, msg, http.StatusNotFound)
+		}
+	}
 	pod, err := s.o.Host.CoreV1().Pods(t.Namespace).Get(r.Context(), t.Pod, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		http.Error(w, fmt.Sprintf("pod %s/%s not found", t.Namespace, t.Pod), http.StatusNotFound)
+		notFound(fmt.Sprintf("pod %s/%s not found", t.Namespace, t.Pod))
 		return
 	}
 	if err != nil {
@@ -66,29 +105,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if cluster == "" {
-		http.Error(w, fmt.Sprintf("pod %s/%s is not on a leaf of leafsync", t.Namespace, t.Pod), http.StatusNotFound)
+		notFound(fmt.Sprintf("pod %s/%s is not on a leaf of leafsync", t.Namespace, t.Pod))
 		return
 	}
-	// As a kubelet: nodes/proxy on the node, "get" to read, "create" to
-	// open a stream (whatever the method: WebSocket streams are GETs).
-	verb := "create"
-	if t.Verb == Logs {
-		verb = "get"
-	}
-	attrs := authorizer.AttributesRecord{
-		User: resp.User, Verb: verb, Resource: "nodes", Subresource: "proxy",
-		Name: pod.Spec.NodeName, ResourceRequest: true, Path: r.URL.Path,
-	}
-	decision, reason, err := h.authz.Authorize(r.Context(), attrs)
-	if decision != authorizer.DecisionAllow {
-		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=proxy, name=%s)", resp.User.GetName(), verb, pod.Spec.NodeName)
-		if reason != "" {
-			msg += ": " + reason
-		}
-		if err != nil {
-			msg += ": " + err.Error()
-		}
-		http.Error(w, msg, http.StatusForbidden)
+	if !authorize(pod.Spec.NodeName) {
 		return
 	}
 	if t.UID != "" && t.UID != string(pod.UID) {
