@@ -224,13 +224,7 @@ func TestEvictionGuardCompletesEvictions(t *testing.T) {
 	guardCases(t, []string{"member-a", "member-b"}, func(t *testing.T, f *fleet, guarded bool) {
 		a := f.members["member-a"]
 		const leafA, leafB = "leaf-member-a", "leaf-member-b"
-		f.startLeafsync(t, "leafsync")
-		f.register(t, "member-a", nil)
-		f.waitLeafReady(t, leafA, time.Minute)
-		f.createWorkloads(t, nil, []harness.LeafWorkload{leafWorkload("db", 2, leafA, leafB)})
-		waitHostPodsReady(t, f, "app=db", 2, 90*time.Second, leafA)
-		f.register(t, "member-b", nil)
-		f.waitLeafReady(t, leafB, time.Minute)
+		f.startStatefulSetOnA(t)
 
 		f.hostProxy.Cut()
 		a.proxy.Cut()

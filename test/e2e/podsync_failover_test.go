@@ -29,17 +29,25 @@ func TestPodSyncFailover(t *testing.T) {
 	guardCases(t, []string{"member-a", "member-b"}, testPodSyncFailover)
 }
 
-func testPodSyncFailover(t *testing.T, f *fleet, guarded bool) {
-	a, b := f.members["member-a"], f.members["member-b"]
+// startStatefulSetOnA starts leafsync with member-a registered alone, so
+// that the StatefulSet "db" (2 pods, allowed on both leaves) starts on
+// leaf-member-a; then registers member-b. Both leaves are Ready.
+func (f *fleet) startStatefulSetOnA(t *testing.T) {
+	t.Helper()
 	const leafA, leafB = "leaf-member-a", "leaf-member-b"
 	f.startLeafsync(t, "leafsync")
-	// Only member-a at first, so that the pods start there.
 	f.register(t, "member-a", nil)
 	f.waitLeafReady(t, leafA, time.Minute)
 	f.createWorkloads(t, nil, []harness.LeafWorkload{leafWorkload("db", 2, leafA, leafB)})
 	waitHostPodsReady(t, f, "app=db", 2, 90*time.Second, leafA)
 	f.register(t, "member-b", nil)
 	f.waitLeafReady(t, leafB, time.Minute)
+}
+
+func testPodSyncFailover(t *testing.T, f *fleet, guarded bool) {
+	a, b := f.members["member-a"], f.members["member-b"]
+	const leafA, leafB = "leaf-member-a", "leaf-member-b"
+	f.startStatefulSetOnA(t)
 	waitOneToOne(t, f, "member-a", leafA, 10*time.Second)
 	staleCopies := len(listPods(t, a.Cluster, managedPodSelector))
 
