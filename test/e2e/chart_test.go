@@ -94,7 +94,7 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "FlowSchema", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+	for _, k := range []string{"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "FlowSchema", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Job", "RoleBinding"} {
 		if kinds[k] == 0 {
 			t.Errorf("chart renders no %s (kinds: %v)", k, kinds)
 		}
