@@ -56,7 +56,8 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 // is on with one replica too; pod labels, annotations, extra arguments and
 // topology spread reach the pod; name overrides name the objects; the
 // ServiceMonitor selects the Service by the selector labels alone; with
-// force, ServiceMonitor and PrometheusRule render without their CRDs.
+// force, ServiceMonitor and PrometheusRule render without their CRDs; the
+// uninstall hook follows the names and can be turned off.
 func TestHelmChartValues(t *testing.T) {
 	dir := t.TempDir()
 	values := filepath.Join(dir, "values.yaml")
@@ -129,5 +130,13 @@ prometheusRule: {force: true}
 	}
 	if objs["PodDisruptionBudget"] != nil {
 		t.Errorf("a PodDisruptionBudget for one replica")
+	}
+	// The uninstall hook stops the Deployment by its overridden name; with
+	// uninstall.cleanup off there is no hook.
+	if job, _ := yaml.Marshal(objs["Job"]); !strings.Contains(string(job), "--deployment=fleet-manager") || !strings.Contains(string(job), "helm.sh/hook: pre-delete") {
+		t.Errorf("uninstall hook Job:\n%s\nwant a pre-delete hook with --deployment=fleet-manager", job)
+	}
+	if off := helm(t, "template", "leafsync", chartDir, "-f", values, "--set", "uninstall.cleanup=false"); strings.Contains(off, "kind: Job") {
+		t.Errorf("uninstall.cleanup=false still renders the hook Job")
 	}
 }
