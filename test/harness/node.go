@@ -347,6 +347,11 @@ func (n *Node) stop() {
 	left = append(left, n.removeOutsideDirs()...)
 	removeCgroups("kubepods")
 	restoreSysctls(n.sysctls)
+	for k, v := range readSysctls() {
+		if v != n.sysctls[k] {
+			left = append(left, fmt.Sprintf("sysctl %s is %s, was %s (could not restore)", k, v, n.sysctls[k]))
+		}
+	}
 	if err := os.RemoveAll(n.dir); err != nil {
 		left = append(left, fmt.Sprintf("%s: %v", n.dir, err))
 	}
