@@ -49,7 +49,8 @@ config:
 // enforces the restricted Pod Security Standard, with in-cluster
 // credentials. The journey is the one docs/install.md walks through:
 // install, register two members with leafsync register, a member flap, the
-// leader pod deleted, helm upgrade with a changed threshold, uninstall.
+// leader pod deleted, helm upgrade with a changed threshold, helm rollback,
+// uninstall.
 // Through all of it neither leaf leaves Ready, no pod of a workload on a
 // leaf is lost in the member, and the leaves' Leases are never written by
 // two pods taking turns (two leaders at once). Uninstall leaves nothing
@@ -217,28 +218,51 @@ func TestHelmInstall(t *testing.T) {
 	t.Logf("leader pod %s deleted; %s leads %s later", leaderPod, second, time.Since(deleted).Round(100*time.Millisecond))
 	kubectl("rollout", "status", "-n", ns, "deployment/leafsync", "--timeout=3m")
 
-	// helm upgrade with a changed threshold rolls both pods.
-	before := leafsyncPods(t, hc, ns, 2)
-	start = time.Now()
-	helm("upgrade", "leafsync", chartDir, "-n", ns, "--reuse-values", "--set", "config.hysteresis.readyAfter=5s", "--wait", "--timeout", "3m")
-	t.Logf("helm upgrade --wait: rolled in %s", time.Since(start).Round(100*time.Millisecond))
-	harness.Eventually(t, 2*time.Minute, "the upgrade replaced both pods", func() error {
-		after, err := hc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=leafsync"})
-		if err != nil {
-			return err
-		}
-		for _, p := range after.Items {
-			for _, b := range before {
-				if p.UID == b.UID {
-					return fmt.Errorf("pod %s from before the upgrade is still there", p.Name)
+	// helm upgrade with a changed threshold rolls both pods; helm rollback
+	// rolls them back.
+	rolled := func(what string, args ...string) {
+		t.Helper()
+		before := leafsyncPods(t, hc, ns, 2)
+		start := time.Now()
+		helm(args...)
+		t.Logf("helm %s --wait: rolled in %s", args[0], time.Since(start).Round(100*time.Millisecond))
+		harness.Eventually(t, 2*time.Minute, what+" replaced both pods", func() error {
+			after, err := hc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=leafsync"})
+			if err != nil {
+				return err
+			}
+			for _, p := range after.Items {
+				for _, b := range before {
+					if p.UID == b.UID {
+						return fmt.Errorf("pod %s from before %s is still there", p.Name, what)
+					}
 				}
 			}
+			return nil
+		})
+		leafsyncPods(t, hc, ns, 2)
+	}
+	readyAfter := func() string {
+		t.Helper()
+		cm, err := hc.CoreV1().ConfigMaps(ns).Get(ctx, "leafsync-config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	cm, err := hc.CoreV1().ConfigMaps(ns).Get(ctx, "leafsync-config", metav1.GetOptions{})
-	if err != nil || !strings.Contains(cm.Data["config.yaml"], "readyAfter: 5s") {
-		t.Fatalf("upgraded config: %v\n%s", err, cm.Data["config.yaml"])
+		for _, line := range strings.Split(cm.Data["config.yaml"], "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "readyAfter: "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no readyAfter in the config:\n%s", cm.Data["config.yaml"])
+		return ""
+	}
+	rolled("the upgrade", "upgrade", "leafsync", chartDir, "-n", ns, "--reuse-values", "--set", "config.hysteresis.readyAfter=5s", "--wait", "--timeout", "3m")
+	if got := readyAfter(); got != "5s" {
+		t.Fatalf("readyAfter %s after the upgrade, want 5s", got)
+	}
+	rolled("the rollback", "rollback", "leafsync", "1", "-n", ns, "--wait", "--timeout", "3m")
+	if got := readyAfter(); got != "4s" {
+		t.Fatalf("readyAfter %s after the rollback, want 4s", got)
 	}
 	// Leave KCM two grace periods to notice a gap, if there was one.
 	time.Sleep(2 * harness.DefaultTestTimings.NodeMonitorGracePeriod)
@@ -249,7 +273,7 @@ func TestHelmInstall(t *testing.T) {
 				t.Errorf("%s Ready=%s at %s", leaf, o.ready, o.at.Format(time.StampMilli))
 			}
 		}
-		t.Logf("%s: %d versions watched from registration to after the upgrade; Ready=True in all", leaf, len(obs))
+		t.Logf("%s: %d versions watched from registration to after the rollback; Ready=True in all", leaf, len(obs))
 	}
 	after, err := memberPods()
 	if err != nil {
@@ -259,8 +283,8 @@ func TestHelmInstall(t *testing.T) {
 		t.Errorf("member-a's pods were %v and are now %v: a pod was lost", running, after)
 	}
 	writers := leaseWriters(t, host, "system:serviceaccount:"+ns+":leafsync", leaves)
-	if len(writers) < 3 {
-		t.Errorf("the leaves' Leases were written from %v: want at least three pods in turn (first leader, after the delete, after the upgrade)", writers)
+	if len(writers) < 4 {
+		t.Errorf("the leaves' Leases were written from %v: want at least four pods in turn (first leader, after the delete, after the upgrade, after the rollback)", writers)
 	}
 	t.Logf("the leaves' Leases were written by one pod at a time, in turn from %v", writers)
 
