@@ -79,8 +79,9 @@ that races with nothing:
  3. what leafsync made for itself in its namespace is deleted: the
     leader-election Lease and the state store's ConfigMaps.
 
-The Helm chart runs it as a pre-delete hook; helm then deletes the chart's
-own objects. With the etcd state-store backend, the records in etcd are not
+With members registered and no leafsync pod ready, it fails at once and
+deletes nothing. The Helm chart runs it as a pre-delete hook; helm then
+deletes the chart's own objects. With the etcd state-store backend, the records in etcd are not
 touched.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -159,12 +160,22 @@ func deregister(ctx context.Context, host kubernetes.Interface, ns string, clust
 // uninstall: members deregistered, leafsync stopped, its own objects
 // deleted (see newUninstallCommand).
 func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment string, timeout time.Duration, out io.Writer) error {
-	if err := deregister(ctx, host, ns, nil, timeout, out); err != nil {
-		return err
-	}
 	dep, err := host.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("leafsync's Deployment %s/%s: %w", ns, deployment, err)
+	}
+	// Only a running leafsync can clean up after its members: without
+	// one, say so at once and delete nothing.
+	regs, err := host.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: registration.LabelCluster})
+	if err != nil {
+		return fmt.Errorf("listing registrations in %s: %w", ns, err)
+	}
+	if len(regs.Items) > 0 && dep.Status.ReadyReplicas == 0 {
+		return fmt.Errorf("leafsync is not running (Deployment %s/%s has no ready replica), so it cannot remove what it made for its %d member(s); nothing was deleted. Start it (kubectl -n %s scale deployment %s --replicas=1), or uninstall without this step (helm uninstall --no-hooks) and remove the leaves by hand (kubectl get nodes -l %s)",
+			ns, deployment, len(regs.Items), ns, deployment, registration.LabelCluster)
+	}
+	if err := deregister(ctx, host, ns, nil, timeout, out); err != nil {
+		return err
 	}
 	scale := []byte(`{"spec":{"replicas":0}}`)
 	if _, err := host.AppsV1().Deployments(ns).Patch(ctx, deployment, types.MergePatchType, scale, metav1.PatchOptions{}, "scale"); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -88,5 +89,21 @@ func TestDeregisterWithoutLeafsync(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+}
+
+// TestUninstallWithoutLeafsync: with members registered and no leafsync
+// pod ready, uninstall fails at once, says what to do, and deletes
+// nothing.
+func TestUninstallWithoutLeafsync(t *testing.T) {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "leafsync", Namespace: "ls"}}
+	host := fake.NewClientset(dep, registrationFor("a"))
+	var out bytes.Buffer
+	err := uninstall(context.Background(), host, "ls", "leafsync", time.Minute, &out)
+	if err == nil || !strings.Contains(err.Error(), "no ready replica") || !strings.Contains(err.Error(), "nothing was deleted") || !strings.Contains(err.Error(), "--no-hooks") {
+		t.Fatalf("uninstall without a running leafsync: %v", err)
+	}
+	if names := secretNames(t, host); len(names) != 1 {
+		t.Errorf("registrations after the refused uninstall: %v", names)
 	}
 }
