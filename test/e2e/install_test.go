@@ -53,8 +53,9 @@ config:
 // uninstall.
 // Through all of it neither leaf leaves Ready, no pod of a workload on a
 // leaf is lost in the member, and the leaves' Leases are never written by
-// two pods taking turns (two leaders at once). Uninstall leaves nothing
-// of leafsync in the host, with a member cut off.
+// two pods taking turns (two leaders at once). Uninstall with leafsync
+// stopped is refused and deletes nothing; with leafsync running it leaves
+// nothing of leafsync in the host, even with a member cut off.
 func TestHelmInstall(t *testing.T) {
 	image := imageArchive(t)
 	ref, err := harness.ImageRef(image)
@@ -66,7 +67,8 @@ func TestHelmInstall(t *testing.T) {
 	repo := ref[:slash+1] + name
 
 	network := harness.StartNodeNetwork(t)
-	host := harness.StartHost(t, harness.HostOptions{Address: network.Gateway})
+	// The host's API server reaches the node's kubelet (kubectl logs).
+	host := harness.StartHost(t, harness.HostOptions{Address: network.Gateway, KubeletClientCert: true})
 	members := map[string]*memberFixture{}
 	for _, m := range []string{"member-a", "member-b"} {
 		c := harness.StartMember(t, harness.MemberOptions{Name: m, Nodes: 1, Address: network.Gateway})
@@ -287,6 +289,31 @@ func TestHelmInstall(t *testing.T) {
 		t.Errorf("the leaves' Leases were written from %v: want at least four pods in turn (first leader, after the delete, after the upgrade, after the rollback)", writers)
 	}
 	t.Logf("the leaves' Leases were written by one pod at a time, in turn from %v", writers)
+
+	// Uninstall while leafsync is stopped: the hook refuses at once, says
+	// why in its Job's log, and deletes nothing.
+	kubectl("scale", "-n", ns, "deployment/leafsync", "--replicas=0")
+	harness.Eventually(t, 2*time.Minute, "leafsync's pods gone", func() error {
+		list, err := hc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=leafsync"})
+		if err == nil && len(list.Items) > 0 {
+			err = fmt.Errorf("%d pods", len(list.Items))
+		}
+		return err
+	})
+	out, err := exec.Command(harness.Bin(t, "helm"), "--kubeconfig", hostKC, "uninstall", "leafsync", "-n", ns, "--wait", "--timeout", "3m").CombinedOutput()
+	if err == nil {
+		t.Fatalf("helm uninstall with leafsync stopped succeeded:\n%s", out)
+	}
+	t.Logf("helm uninstall with leafsync stopped: %v: %s", err, strings.TrimSpace(string(out)))
+	if log := kubectl("logs", "-n", ns, "job/leafsync-uninstall"); !strings.Contains(log, "no ready replica") || !strings.Contains(log, "nothing was deleted") {
+		t.Errorf("the hook's log does not say why it refused:\n%s", log)
+	}
+	regs, err := hc.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "leafsync.io/cluster"})
+	if err != nil || len(regs.Items) != len(members) {
+		t.Fatalf("registrations after the refused uninstall: %v, %d of %d", err, len(regs.Items), len(members))
+	}
+	kubectl("scale", "-n", ns, "deployment/leafsync", "--replicas=2")
+	leafsyncPods(t, hc, ns, 2)
 
 	// Uninstall leaves nothing of leafsync in the host, even with the
 	// member of the workload cut off: the cleanup is on the host's side.

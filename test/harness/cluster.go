@@ -153,9 +153,10 @@ func StartCluster(t TB, opts ClusterOptions) *Cluster {
 		extra = append(extra, "--kubelet-client-certificate="+c.pki.path("kubelet-client.crt"),
 			"--kubelet-client-key="+c.pki.path("kubelet-client.key"))
 	}
-	if opts.KwokConfig != "" {
-		// kwok gives its nodes a Hostname address (the node name, which
-		// nothing resolves) besides the InternalIP its server listens on.
+	if opts.KwokConfig != "" || opts.KubeletClientCert {
+		// kwok and the test node give their nodes a Hostname address (the
+		// node name, which nothing resolves) besides the InternalIP their
+		// kubelet server listens on.
 		extra = append(extra, "--kubelet-preferred-address-types=InternalIP")
 	}
 	if err := c.startAPIServer(extra); err != nil {

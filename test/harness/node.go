@@ -14,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -143,6 +145,7 @@ func StartNode(t TB, host *Cluster, opts NodeOptions) *Node {
 		{"containerd", n.startContainerd},
 		{"images", func() error { return n.importImages(append([]string{Bin(t, "pause-image.tar")}, opts.Images...)) }},
 		{"cni", func() error { return n.writeCNIConfig(opts.Network) }},
+		{"kubelet access", n.allowAPIServer},
 		{"kubelet", func() error { return n.startKubelet(opts.Network) }},
 		{"kube-proxy", func() error { return n.startKubeProxy(opts.Network) }},
 	}
@@ -242,7 +245,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%[1]s
-address: 127.0.0.1
+address: %[6]s
 port: %[2]d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -261,7 +264,7 @@ nodeStatusUpdateFrequency: 2s
 maxPods: 30
 # Container logs stay with the test's logs.
 podLogsDir: %[5]q
-`, n.socket, ports[0], ports[1], n.host.pki.path("ca.crt"), filepath.Join(n.logDir, "pods"))
+`, n.socket, ports[0], ports[1], n.host.pki.path("ca.crt"), filepath.Join(n.logDir, "pods"), net.Gateway)
 	if err := os.WriteFile(n.path("kubelet.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -274,6 +277,23 @@ podLogsDir: %[5]q
 		"--node-ip="+net.Gateway,
 		"--v=1",
 	)
+	return err
+}
+
+// allowAPIServer lets the host's API server reach the kubelet (kubectl
+// logs, exec) as kubeadm does: its kubelet client (HostOptions
+// .KubeletClientCert) gets system:kubelet-api-admin, which the kubelet's
+// webhook authorisation asks for.
+func (n *Node) allowAPIServer() error {
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "harness:apiserver-kubelet-client"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: KubeletClientUser}},
+	}
+	_, err := n.host.client.RbacV1().ClusterRoleBindings().Create(context.Background(), crb, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
 	return err
 }
 
