@@ -1,7 +1,9 @@
 // Package harness runs real Kubernetes control planes for leafsync's tests:
 // etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
 // built from source into ./bin by `make tools`, on free loopback ports, plus a
-// TCP fault proxy (toxiproxy) to put between a client and a server.
+// TCP fault proxy (toxiproxy) to put between a client and a server, and a
+// real kubelet node (containerd, the CNI bridge, kube-proxy; node.go) for
+// running leafsync's own image.
 //
 // Every process logs to a per-test folder, printed (with the tail of each log)
 // when the test fails. Processes die with the test binary, even on a panic or
