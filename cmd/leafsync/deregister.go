@@ -81,8 +81,8 @@ that races with nothing:
 
 With members registered and no leafsync pod ready, it fails at once and
 deletes nothing. The Helm chart runs it as a pre-delete hook; helm then
-deletes the chart's own objects. With the etcd state-store backend, the records in etcd are not
-touched.`,
+deletes the chart's own objects. With the etcd state-store backend, the
+records in etcd are not touched.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, err := hostClient(kubeconfig)
@@ -112,9 +112,19 @@ func hostClient(kubeconfig string) (kubernetes.Interface, error) {
 // deregister deletes the registration Secrets of clusters (all when
 // empty) and waits until leafsync has released them.
 func deregister(ctx context.Context, host kubernetes.Interface, ns string, clusters []string, timeout time.Duration, out io.Writer) error {
+	targets, err := registrations(ctx, host, ns, clusters)
+	if err != nil {
+		return err
+	}
+	return deleteAndWait(ctx, host, ns, targets, timeout, out)
+}
+
+// registrations are the registration Secrets of clusters (all when
+// empty); a named cluster without one is an error.
+func registrations(ctx context.Context, host kubernetes.Interface, ns string, clusters []string) ([]corev1.Secret, error) {
 	list, err := host.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: registration.LabelCluster})
 	if err != nil {
-		return fmt.Errorf("listing registrations in %s: %w", ns, err)
+		return nil, fmt.Errorf("listing registrations in %s: %w", ns, err)
 	}
 	var targets []corev1.Secret
 	for _, s := range list.Items {
@@ -124,9 +134,15 @@ func deregister(ctx context.Context, host kubernetes.Interface, ns string, clust
 	}
 	for _, c := range clusters {
 		if !slices.ContainsFunc(targets, func(s corev1.Secret) bool { return s.Labels[registration.LabelCluster] == c }) {
-			return fmt.Errorf("no registration of member %q in namespace %s (kubectl leafsync status -n %s lists them)", c, ns, ns)
+			return nil, fmt.Errorf("no registration of member %q in namespace %s (kubectl leafsync status -n %s lists them)", c, ns, ns)
 		}
 	}
+	return targets, nil
+}
+
+// deleteAndWait deletes the registration Secrets and waits until leafsync
+// has released every one (its finalizer gone, so the Secret is gone).
+func deleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, targets []corev1.Secret, timeout time.Duration, out io.Writer) error {
 	for _, s := range targets {
 		err := host.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -135,16 +151,16 @@ func deregister(ctx context.Context, host kubernetes.Interface, ns string, clust
 		fmt.Fprintf(out, "member %s: Secret %s/%s deleted; waiting for leafsync's cleanup\n", s.Labels[registration.LabelCluster], ns, s.Name)
 	}
 	var left []string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		// One List per poll, whatever the number of members.
+		list, err := host.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
 		left = left[:0]
-		for _, s := range targets {
-			cur, err := host.CoreV1().Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err) || (err == nil && cur.UID != s.UID):
-			case err != nil:
-				return false, err
-			default:
-				left = append(left, fmt.Sprintf("%s (status: %s)", s.Name, cur.Annotations[registration.AnnotationStatus]))
+		for _, cur := range list.Items {
+			if slices.ContainsFunc(targets, func(s corev1.Secret) bool { return s.UID == cur.UID }) {
+				left = append(left, fmt.Sprintf("%s (status: %s)", cur.Name, cur.Annotations[registration.AnnotationStatus]))
 			}
 		}
 		return len(left) == 0, nil
@@ -166,15 +182,15 @@ func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment st
 	}
 	// Only a running leafsync can clean up after its members: without
 	// one, say so at once and delete nothing.
-	regs, err := host.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: registration.LabelCluster})
+	regs, err := registrations(ctx, host, ns, nil)
 	if err != nil {
-		return fmt.Errorf("listing registrations in %s: %w", ns, err)
+		return err
 	}
-	if len(regs.Items) > 0 && dep.Status.ReadyReplicas == 0 {
+	if len(regs) > 0 && dep.Status.ReadyReplicas == 0 {
 		return fmt.Errorf("leafsync is not running (Deployment %s/%s has no ready replica), so it cannot remove what it made for its %d member(s); nothing was deleted. Start it (kubectl -n %s scale deployment %s --replicas=1), or uninstall without this step (helm uninstall --no-hooks) and remove the leaves by hand (kubectl get nodes -l %s)",
-			ns, deployment, len(regs.Items), ns, deployment, registration.LabelCluster)
+			ns, deployment, len(regs), ns, deployment, registration.LabelCluster)
 	}
-	if err := deregister(ctx, host, ns, nil, timeout, out); err != nil {
+	if err := deleteAndWait(ctx, host, ns, regs, timeout, out); err != nil {
 		return err
 	}
 	scale := []byte(`{"spec":{"replicas":0}}`)

@@ -138,7 +138,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p.serve(w, r, t, mp)
+	p.serve(rec, r, t, mp)
 	s.log.V(1).Info("served", "verb", t.Verb, "pod", t.Namespace+"/"+t.Pod, "cluster", cluster, "user", resp.User.GetName(), "took", time.Since(start).String())
 }
 
@@ -208,7 +208,7 @@ func (s *Server) memberProxy(m clusters.Member) (*memberProxy, error) {
 }
 
 // serve proxies one request to the member pod's subresource.
-func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp *corev1.Pod) {
+func (p *memberProxy) serve(w *statusRecorder, r *http.Request, t Target, mp *corev1.Pod) {
 	path, query := MemberRequest(t, r.URL.Query())
 	loc := *p.base
 	loc.Path = singleJoin(p.base.Path, path)
@@ -232,7 +232,7 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 		// once the member has answered 101.
 		held := &heldConn{}
 		ctx = context.WithValue(ctx, heldConnKey{}, held)
-		w = hijackHook{ResponseWriter: w, onHijack: held.liftDeadline}
+		w.onHijack = held.liftDeadline
 	}
 	out := r.Clone(ctx)
 	out.URL.Path, out.URL.RawQuery = loc.Path, loc.RawQuery
@@ -248,12 +248,15 @@ func (p *memberProxy) serve(w http.ResponseWriter, r *http.Request, t Target, mp
 	h.ServeHTTP(w, out)
 }
 
-// statusRecorder remembers how a request was answered, for the metric.
+// statusRecorder remembers how a request was answered, for the metric,
+// and calls onHijack (when set) before it hands the client's connection
+// over for a stream.
 type statusRecorder struct {
 	http.ResponseWriter
 	code int
 	// upgraded: the connection went to the member's answer (a stream).
 	upgraded bool
+	onHijack func()
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -283,6 +286,9 @@ func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, fmt.Errorf("the connection cannot be hijacked for an upgrade")
 	}
 	r.upgraded = true
+	if r.onHijack != nil {
+		r.onHijack()
+	}
 	return hj.Hijack()
 }
 
@@ -340,21 +346,6 @@ func (h *heldConn) liftDeadline() {
 	if h.c != nil {
 		_ = h.c.SetReadDeadline(time.Time{})
 	}
-}
-
-// hijackHook calls onHijack before handing over the client's connection.
-type hijackHook struct {
-	http.ResponseWriter
-	onHijack func()
-}
-
-func (h hijackHook) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := h.ResponseWriter.(http.Hijacker)
-	if !ok {
-		return nil, nil, fmt.Errorf("the connection cannot be hijacked for an upgrade")
-	}
-	h.onHijack()
-	return hj.Hijack()
 }
 
 // firstAnswerTimeout fails a request whose response headers do not come

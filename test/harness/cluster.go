@@ -204,6 +204,13 @@ func (c *Cluster) startAPIServer(extra []string) error {
 	if err != nil {
 		return err
 	}
+	// Pods reach a non-loopback API server at the kubernetes Service, whose
+	// endpoints the lease reconciler writes; a loopback address is no
+	// endpoint anything can use.
+	reconciler := "lease"
+	if net.ParseIP(c.Address).IsLoopback() {
+		reconciler = "none"
+	}
 	c.apiserverArgs = append([]string{
 		"--etcd-servers=" + strings.Join(c.Etcd.Endpoints(), ","),
 		fmt.Sprintf("--secure-port=%d", c.Port),
@@ -219,9 +226,7 @@ func (c *Cluster) startAPIServer(extra []string) error {
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(c.logDir, "apiserver-certs"),
-		// Pods reach a non-loopback API server at the kubernetes Service,
-		// whose endpoints the lease reconciler writes.
-		"--endpoint-reconciler-type=" + map[bool]string{true: "none", false: "lease"}[net.ParseIP(c.Address).IsLoopback()],
+		"--endpoint-reconciler-type=" + reconciler,
 		"--profiling=false",
 		"--v=1",
 	}, extra...)
