@@ -81,6 +81,29 @@
 // timeout below that), or failing probes accrue evidence more slowly than
 // wall time.
 //
+// Clock steps never freeze the engine. Observation times are wall-clock
+// times, and the wall clock can step (an NTP step, a resumed VM), or a
+// snapshot can come from a leader whose clock ran ahead. An observation
+// earlier than the cluster's last one is never dropped: it counts as one
+// probe interval after the last one (evidence of its outcome, like a probe
+// on time), and every time the cluster holds — Since, OutageSince,
+// UnreachableSince, the last observation, the penalty's decay time, the
+// availability buckets (by whole buckets), the guard's release time — moves
+// back with it, so durations are kept and nothing lies ahead of the new
+// clock. Status.ClockStepBack reports the step (the shell turns it into a
+// Warning Event and a metric). A release of another cluster stamped after
+// an observation's time is taken to be at that time, so the guard's pacing
+// waits massReleaseInterval, never the other clock's lead. A step back
+// that leaves the time still after the last observation only shortens
+// that interval: each step back costs at most one probe interval of
+// evidence. A step ahead cannot be told from a gap: it counts as a probe
+// at most half an interval late (the 1.5×probeInterval cap), and the
+// window and the penalty age by the step. So across steps either way a
+// continuous outage is NotReady no later than notReadyAfter + one probe
+// interval of observations per step back, and a failure streak of n
+// probes every probeInterval needs (n-1)×probeInterval plus half an
+// interval per step ahead to reach notReadyAfter (property-tested).
+//
 // With probes every probeInterval, a continuous outage therefore yields
 // NotReady at the first observation at least notReadyAfter after the first
 // failed one: no later than notReadyAfter + probeInterval after the outage

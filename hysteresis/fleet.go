@@ -11,7 +11,6 @@ import (
 // Errors returned by RawFleet and Fleet methods (wrapped with details; test with errors.Is).
 var (
 	ErrUnknownCluster   = errors.New("hysteresis: unknown cluster")
-	ErrTimeBackwards    = errors.New("hysteresis: observation time goes backwards")
 	ErrBadClass         = errors.New("hysteresis: failed observation needs a valid class")
 	ErrBadSnapshot      = errors.New("hysteresis: bad snapshot")
 	ErrSnapshotVersion  = errors.New("hysteresis: unsupported snapshot version")
@@ -71,7 +70,8 @@ type cluster struct {
 	reason     string
 	detail     string
 
-	counted  bool // counted in RawFleet.failing
+	stepBack time.Duration // how far the last observation stepped back (Status.ClockStepBack)
+	counted  bool          // counted in RawFleet.failing
 	slots    [windowBuckets]slot
 	counters Counters
 }
@@ -198,6 +198,7 @@ func (c *cluster) status() Status {
 		Held:             c.held,
 		HeldFor:          c.heldFor,
 		Released:         c.released,
+		ClockStepBack:    c.stepBack,
 	}
 }
 
@@ -209,8 +210,15 @@ func norm(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC() }
 // cluster's new Status and the transitions it caused (nil when nothing
 // changed; at most two state changes, e.g. Ready → Suspect → NotReady when
 // availability is already too low). A decision that changes nothing does
-// not allocate. Errors (unknown cluster, time going backwards, failure
-// without a valid class) leave the state unchanged.
+// not allocate. Errors (unknown cluster, failure without a valid class)
+// leave the state unchanged.
+//
+// An observation earlier than the cluster's last one (the wall clock
+// stepped back, or the state was restored from a process whose clock ran
+// ahead) is not dropped: the cluster's times are re-anchored so that it
+// comes one probe interval after the last one, and Status.ClockStepBack
+// says by how much the clock stepped back (see "Evidence and gaps" in the
+// package documentation).
 func (f *RawFleet) Observe(name string, o Observation) (Status, []Transition, error) {
 	c := f.clusters[name]
 	if c == nil {
@@ -227,11 +235,39 @@ func (f *RawFleet) Observe(name string, o Observation) (Status, []Transition, er
 		}
 	}
 	t := norm(o.Time)
+	c.stepBack = 0
 	if c.lastOut != none && t.Before(c.last) {
-		return c.status(), nil, fmt.Errorf("%w: cluster %q: %s is before the last observation %s",
-			ErrTimeBackwards, name, t.Format(time.RFC3339Nano), c.last.Format(time.RFC3339Nano))
+		c.stepBack = c.last.Sub(t)
+		c.reanchor(t.Sub(c.last) - c.cfg.ProbeInterval.Duration)
 	}
 	return f.observe(c, t, out, o)
+}
+
+// reanchor moves every time the cluster holds by off (back, when the
+// clock stepped back), so that its history reads in the clock of the
+// observation that stepped back: durations (streaks, time in states,
+// evidence in the window) stay as they were, and no time lies ahead of
+// the observation. The availability buckets move by whole buckets (off
+// rounded to the bucket width).
+func (c *cluster) reanchor(off time.Duration) {
+	for _, t := range []*time.Time{&c.since, &c.outageSince, &c.unreachableSince, &c.last, &c.penaltyAt, &c.releasedAt} {
+		if !t.IsZero() {
+			*t = t.Add(off)
+		}
+	}
+	k := floorDiv(int64(off)+c.width/2, c.width)
+	old := c.slots
+	c.slots = [windowBuckets]slot{}
+	for _, s := range old {
+		if s.ok == 0 && s.fail == 0 {
+			continue
+		}
+		s.epoch += k
+		d := &c.slots[((s.epoch%windowBuckets)+windowBuckets)%windowBuckets]
+		if s.epoch >= d.epoch || (d.ok == 0 && d.fail == 0) {
+			*d = s
+		}
+	}
 }
 
 func (f *RawFleet) observe(c *cluster, t time.Time, out outcome, o Observation) (Status, []Transition, error) {
@@ -459,17 +495,24 @@ func (f *RawFleet) holds(c *cluster, t time.Time) bool {
 	if c.heldFor < c.cfg.MassHoldMax.Duration {
 		return true
 	}
-	if last := f.lastRelease(); !last.IsZero() && t.Sub(last) < c.cfg.MassReleaseInterval.Duration {
+	if last := f.lastRelease(t); !last.IsZero() && t.Sub(last) < c.cfg.MassReleaseInterval.Duration {
 		return true
 	}
 	c.released, c.releasedAt = true, t
 	return false
 }
 
-// lastRelease is the latest time the guard let go of any cluster.
-func (f *RawFleet) lastRelease() time.Time {
+// lastRelease is the latest time the guard let go of any cluster, as of t.
+// A release stamped after t was stamped by a clock that ran ahead (another
+// cluster's, not yet re-anchored by an observation of its own): it is taken
+// to be at t, once and for good, so that pacing resumes massReleaseInterval
+// later instead of waiting for that clock.
+func (f *RawFleet) lastRelease(t time.Time) time.Time {
 	var last time.Time
 	for _, c := range f.clusters {
+		if c.releasedAt.After(t) {
+			c.releasedAt = t
+		}
 		if c.releasedAt.After(last) {
 			last = c.releasedAt
 		}

@@ -538,3 +538,212 @@ func TestPropMassDisconnectScenario(t *testing.T) {
 		}
 	})
 }
+
+// withClockSteps stamps a trace the way a process whose wall clock steps
+// would: at random points the clock jumps back or ahead by up to 3h and
+// stays offset from then on. The true spacing of the probes is the
+// original trace's.
+func withClockSteps(t *rapid.T, trace []event) []event {
+	out := make([]event, len(trace))
+	var off time.Duration
+	for i, e := range trace {
+		if rapid.IntRange(0, 19).Draw(t, "clockStep") == 0 {
+			off += time.Duration(rapid.Int64Range(-int64(3*time.Hour), int64(3*time.Hour)).Draw(t, "stepBy"))
+		}
+		e.obs.Time = e.obs.Time.Add(off)
+		out[i] = e
+	}
+	return out
+}
+
+// checkClockInvariants: whatever the clock did, no time the engine reports
+// lies after the last observation, which is the observation's own time.
+func checkClockInvariants(t *rapid.T, e event, st Status) {
+	if !st.LastObserved.Equal(e.obs.Time) {
+		t.Fatalf("LastObserved %v, observation at %v", st.LastObserved, e.obs.Time)
+	}
+	for _, tm := range []time.Time{st.Since, st.OutageSince, st.UnreachableSince} {
+		if tm.After(st.LastObserved) {
+			t.Fatalf("%v lies after LastObserved %v (%+v)", tm, st.LastObserved, st)
+		}
+	}
+	if st.HeldFor < 0 || st.ClockStepBack < 0 {
+		t.Fatalf("negative HeldFor %v or ClockStepBack %v", st.HeldFor, st.ClockStepBack)
+	}
+}
+
+// With clock steps both ways, no observation is refused, the same trace
+// gives the same outputs, and a snapshot restored at any point continues
+// exactly as the uninterrupted run.
+func TestPropClockStepsDeterministic(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		cl := genClusters(t, 1, 5)
+		trace := withClockSteps(t, genTrace(t, cfg, cl, t0, 200))
+		replayStepped := func(f *RawFleet, trace []event) []outputs {
+			out := replay(t, f, trace)
+			for i, e := range trace {
+				checkClockInvariants(t, e, out[i].st)
+			}
+			return out
+		}
+		a := replayStepped(newPropFleet(t, cfg, cl), trace)
+		b := replayStepped(newPropFleet(t, cfg, cl), trace)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("two runs of the same trace differ")
+		}
+		cut := rapid.IntRange(0, len(trace)).Draw(t, "cut")
+		f := newPropFleet(t, cfg, cl)
+		replay(t, f, trace[:cut])
+		snap, err := f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := NewRawFleet(FleetConfig{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Restore(snap); err != nil {
+			t.Fatal(err)
+		}
+		if got := replayStepped(g, trace[cut:]); !reflect.DeepEqual(got, a[cut:]) {
+			t.Fatalf("after restore at %d the outputs differ", cut)
+		}
+	})
+}
+
+// outageProbe is one probe of a continuous outage: real is the true time
+// since the first failed probe, at the time the engine is given (clock steps
+// included).
+type outageProbe struct {
+	real time.Duration
+	at   time.Time
+	fwd  int // forward clock steps so far
+	back int // backward clock steps so far
+}
+
+// genOutage draws a continuous outage's probes: true spacing up to one
+// probe interval, and now and then a clock step of up to 3h, back or ahead
+// (on a probe that came a full probe interval after the previous one).
+func genOutage(t *rapid.T, cfg Config, first time.Time, until time.Duration) []outageProbe {
+	pi := cfg.ProbeInterval.Duration
+	var out []outageProbe
+	p := outageProbe{at: first}
+	for {
+		out = append(out, p)
+		if p.real >= until {
+			return out
+		}
+		dt := time.Duration(rapid.Int64Range(1, int64(pi)).Draw(t, "dt"))
+		p.real += dt
+		p.at = p.at.Add(dt)
+		if rapid.IntRange(0, 9).Draw(t, "clockStep") == 0 {
+			p.real += pi - dt
+			p.at = p.at.Add(pi - dt)
+			step := time.Duration(rapid.Int64Range(1, int64(3*time.Hour)).Draw(t, "stepBy"))
+			if rapid.Bool().Draw(t, "ahead") {
+				p.at = p.at.Add(step)
+				p.fwd++
+			} else {
+				p.at = p.at.Add(-step)
+				p.back++
+			}
+		}
+	}
+}
+
+// A continuous outage observed across clock steps of any size, either way,
+// still yields NotReady no later than notReadyAfter + back×probeInterval of
+// true probe time after its first failure, back being the backward steps
+// (a step back costs at most the interval it falls into), whatever came
+// before it. And it never yields NotReady before
+// notReadyAfter - fwd×probeInterval/2 of true probe time, fwd being the
+// forward steps: a step ahead counts as a probe at most half an interval
+// late (evidence per observation is capped at 1.5×probeInterval), a step
+// back as one on time.
+func TestPropContinuousOutageAcrossClockSteps(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		clean := rapid.Bool().Draw(t, "clean") // no history: the lower bound applies
+		if clean {
+			cfg.MinAvailability = 0
+		}
+		f := newPropFleet(t, cfg, []string{"c"})
+		at := t0
+		if !clean {
+			prefix := withClockSteps(t, genTrace(t, cfg, []string{"c"}, t0, 100))
+			replay(t, f, prefix)
+			if len(prefix) > 0 {
+				at = prefix[len(prefix)-1].obs.Time
+			}
+		} else if _, _, err := f.Observe("c", Observation{Time: at, OK: true}); err != nil {
+			t.Fatal(err)
+		}
+		at = at.Add(time.Duration(rapid.Int64Range(0, int64(cfg.ProbeInterval.Duration)).Draw(t, "start")))
+		nra, pi := cfg.NotReadyAfter.Duration, cfg.ProbeInterval.Duration
+		var st Status
+		for _, p := range genOutage(t, cfg, at, nra+3*pi) {
+			var err error
+			was := st.State
+			st, _, err = f.Observe("c", Observation{Time: p.at, Class: ClassNetwork})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClockInvariants(t, event{"c", Observation{Time: p.at}}, st)
+			if p.real >= nra+time.Duration(p.back)*pi && st.State != NotReady {
+				t.Fatalf("%v of probes and %d steps back into a continuous outage: %s (notReadyAfter %v, probeInterval %v)", p.real, p.back, st.State, nra, pi)
+			}
+			if clean && st.State == NotReady && was != NotReady && p.real+time.Duration(p.fwd)*pi/2 < nra {
+				t.Fatalf("NotReady after %v of probes and %d forward steps (notReadyAfter %v, probeInterval %v)", p.real, p.fwd, nra, pi)
+			}
+		}
+	})
+}
+
+// Snapshot → restore in the middle of an outage, into a process whose clock
+// is up to 3h behind or ahead of the writer's: NotReady still comes within
+// notReadyAfter + probeInterval of true probe time after the first failure
+// (the restore is a clock step; more steps may follow, as above).
+func TestPropRestoreAcrossClocksMidOutage(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		f := newPropFleet(t, cfg, []string{"c"})
+		prefix := genTrace(t, cfg, []string{"c"}, t0, 100)
+		replay(t, f, prefix)
+		at := t0
+		if len(prefix) > 0 {
+			at = prefix[len(prefix)-1].obs.Time
+		}
+		at = at.Add(time.Duration(rapid.Int64Range(0, int64(cfg.ProbeInterval.Duration)).Draw(t, "start")))
+		nra, pi := cfg.NotReadyAfter.Duration, cfg.ProbeInterval.Duration
+		probes := genOutage(t, cfg, at, nra+3*pi)
+		cut := rapid.IntRange(0, len(probes)-1).Draw(t, "cut")
+		skew := time.Duration(rapid.Int64Range(-int64(3*time.Hour), int64(3*time.Hour)).Draw(t, "skew"))
+		for i, p := range probes {
+			if i == cut {
+				snap, err := f.SnapshotCluster("c")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f, err = NewRawFleet(FleetConfig{Config: cfg}); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.RestoreCluster(snap); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if i >= cut {
+				p.at = p.at.Add(skew)
+			}
+			st, _, err := f.Observe("c", Observation{Time: p.at, Class: ClassServer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClockInvariants(t, event{"c", Observation{Time: p.at}}, st)
+			if p.real >= nra+time.Duration(p.back+1)*pi && st.State != NotReady {
+				t.Fatalf("%v of probes and %d steps back into a continuous outage, restored at probe %d into a clock %v off: %s (notReadyAfter %v)",
+					p.real, p.back, cut, skew, st.State, nra)
+			}
+		}
+	})
+}

@@ -164,8 +164,8 @@ func classReason(c Class) string {
 
 // Observation is the outcome of one probe of a member cluster.
 type Observation struct {
-	// Time the probe completed. Observations of a cluster must not go
-	// backwards in time; equal times are allowed.
+	// Time the probe completed. An observation earlier than the cluster's
+	// previous one is re-anchored, not dropped (Status.ClockStepBack).
 	Time time.Time
 	// OK is true if the probe succeeded.
 	OK bool
@@ -210,6 +210,13 @@ type Status struct {
 	// Released: the cluster is NotReady because the guard let go of it
 	// after massHoldMax, during a mass disconnect.
 	Released bool
+	// ClockStepBack is how far the last observation's time lay before the
+	// observation it followed: the wall clock stepped back, or the state
+	// was restored from a process whose clock ran ahead. The engine counted
+	// it as one probe interval after its predecessor and moved the
+	// cluster's times (Since, OutageSince, UnreachableSince, LastObserved…)
+	// back to match. Zero when time went forward, as it should.
+	ClockStepBack time.Duration
 }
 
 // Transition is one change of a cluster's decision. From == To when only
