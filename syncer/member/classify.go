@@ -17,11 +17,17 @@ import (
 	"github.com/leafsync/leafsync/hysteresis"
 )
 
-// ClassifyStatus classifies an HTTP answer of a member API server: 2xx/3xx
-// is no failure (ok=false), 401/403 is auth, 5xx and 429 are server, any
-// other 4xx is config (the request leafsync built is wrong for this server).
+// ClassifyStatus classifies an HTTP answer of a member API server: 2xx
+// is no failure (failed=false), 401/403 is auth, 5xx and 429 are server,
+// any other 4xx is config (the request leafsync built is wrong for this
+// server), and so is a 3xx: an API server does not redirect its own
+// paths, leafsync follows no redirect (the member's credentials would go
+// with it), and what answered is not the API server the registration
+// names.
 func ClassifyStatus(code int) (class hysteresis.Class, failed bool) {
 	switch {
+	case code >= 300 && code < 400:
+		return hysteresis.ClassConfig, true
 	case code < 400:
 		return 0, false
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:

@@ -5,7 +5,8 @@
 // which every call to the member goes but the probe. The probe has a
 // transport (and connections) of its own: it is the only readiness signal,
 // and the breaker's health check. A Runtime is started and stopped as a
-// whole; stopping it frees every goroutine and connection it made.
+// whole; stopping it frees every goroutine and connection it made. No
+// client of a member follows a redirect: its credentials would go with it.
 //
 // The package also provides Retry, a bounded, jittered, context-aware retry
 // for member writes.
@@ -167,7 +168,7 @@ func New(o Options) (*Runtime, error) {
 	r.transport = rt
 	r.config = cfg
 
-	httpClient := &http.Client{Transport: rt, Timeout: o.Timeout}
+	httpClient := &http.Client{Transport: rt, Timeout: o.Timeout, CheckRedirect: noRedirects}
 	r.kube, err = kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: building client: %w", o.Cluster, err)
@@ -177,7 +178,7 @@ func New(o Options) (*Runtime, error) {
 	// dial timeout, TCP keep-alive and HTTP/2 health checks.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
-	watchClient, err := kubernetes.NewForConfigAndClient(watchCfg, &http.Client{Transport: rt})
+	watchClient, err := kubernetes.NewForConfigAndClient(watchCfg, &http.Client{Transport: rt, CheckRedirect: noRedirects})
 	if err != nil {
 		return nil, fmt.Errorf("member %q: building informer client: %w", o.Cluster, err)
 	}
@@ -195,7 +196,7 @@ func New(o Options) (*Runtime, error) {
 	}
 	r.prober = NewProber(ProberOptions{
 		Cluster:   o.Cluster,
-		Client:    &http.Client{Transport: probeRT},
+		Client:    &http.Client{Transport: probeRT, CheckRedirect: noRedirects},
 		URL:       readyz,
 		Timeout:   o.ProbeTimeout,
 		Interval:  o.ProbeInterval,
@@ -205,6 +206,12 @@ func New(o Options) (*Runtime, error) {
 	})
 	return r, nil
 }
+
+// noRedirects makes a redirect the answer (http.Client.CheckRedirect).
+// The member's transports add its credentials (token, client
+// certificate) to every request they send, so a redirect followed would
+// carry them to wherever the member's address points leafsync.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func readyzURL(cfg *rest.Config) (string, error) {
 	u, _, err := rest.DefaultServerUrlFor(cfg)

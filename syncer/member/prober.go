@@ -22,7 +22,8 @@ type ObserveFunc func(cluster string, obs hysteresis.Observation)
 
 // Prober checks a member's API server with GET /readyz and classifies the
 // outcome for the hysteresis engine. It is the only source of readiness
-// evidence; its client must not pass through the member's breaker.
+// evidence; its client must not pass through the member's breaker, and
+// must follow no redirect: a redirect is a config failure (ClassifyStatus).
 type Prober struct {
 	cluster  string
 	client   *http.Client
@@ -173,7 +174,12 @@ func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Obser
 		text = text[:300] + "…"
 	}
 	detail := fmt.Sprintf("GET /readyz: %s", resp.Status)
-	if text != "" {
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if len(loc) > 300 {
+			loc = loc[:300] + "…"
+		}
+		detail += " to " + loc + ", not followed (the member's credentials would go with it)"
+	} else if text != "" {
 		detail += ": " + strings.Join(strings.Fields(text), " ")
 	}
 	return hysteresis.Observation{Time: p.clock.Now(), Class: class, Detail: describe(class, detail)}
