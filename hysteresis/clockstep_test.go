@@ -96,6 +96,9 @@ func TestClockStepBackMidOutage(t *testing.T) {
 		t.Errorf("after readyAfter of success in the new clock: %s", st.State)
 	}
 	k, _ := f.Counters("c")
+	if k.ClockSteps != 1 {
+		t.Errorf("Counters.ClockSteps %d, want 1", k.ClockSteps)
+	}
 	for s, d := range k.TimeIn {
 		if d < 0 {
 			t.Errorf("negative time in %s: %v", State(s), d)

@@ -238,6 +238,7 @@ func (f *RawFleet) Observe(name string, o Observation) (Status, []Transition, er
 	c.stepBack = 0
 	if c.lastOut != none && t.Before(c.last) {
 		c.stepBack = c.last.Sub(t)
+		c.counters.ClockSteps++
 		c.reanchor(t.Sub(c.last) - c.cfg.ProbeInterval.Duration)
 	}
 	return f.observe(c, t, out, o)

@@ -76,6 +76,7 @@ type countersSnapshot struct {
 	TimeIn          map[string]Duration `json:"timeIn,omitempty"`
 	Cordoned        Duration            `json:"cordoned"`
 	MaxPenalty      float64             `json:"maxPenalty"`
+	ClockSteps      uint64              `json:"clockSteps,omitempty"`
 }
 
 type fleetSnapshot struct {
@@ -122,7 +123,7 @@ func (c *cluster) snapshot() clusterSnapshot {
 	}
 	sort.Slice(s.Window.Buckets, func(i, j int) bool { return s.Window.Buckets[i].Epoch < s.Window.Buckets[j].Epoch })
 	k := c.counters
-	s.Counters = countersSnapshot{FlapsSuppressed: k.FlapsSuppressed, Cordoned: D(k.Cordoned), MaxPenalty: k.MaxPenalty}
+	s.Counters = countersSnapshot{FlapsSuppressed: k.FlapsSuppressed, Cordoned: D(k.Cordoned), MaxPenalty: k.MaxPenalty, ClockSteps: k.ClockSteps}
 	for from := range NumStates {
 		if k.TimeIn[from] != 0 {
 			if s.Counters.TimeIn == nil {
@@ -230,6 +231,7 @@ func (c *cluster) restore(s *clusterSnapshot) {
 	}
 	k := &c.counters
 	k.FlapsSuppressed, k.Cordoned, k.MaxPenalty = s.Counters.FlapsSuppressed, s.Counters.Cordoned.Duration, s.Counters.MaxPenalty
+	k.ClockSteps = s.Counters.ClockSteps
 	for key, n := range s.Counters.Transitions {
 		from, to, _ := parseTransitionKey(key)
 		k.Transitions[from][to] = n

@@ -247,4 +247,7 @@ type Counters struct {
 	Penalty float64
 	// MaxPenalty is the highest penalty reached.
 	MaxPenalty float64
+	// ClockSteps counts observations earlier than the one before (see
+	// Status.ClockStepBack).
+	ClockSteps uint64
 }

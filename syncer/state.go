@@ -8,9 +8,12 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -36,6 +39,9 @@ type state struct {
 	keeper    *store.Keeper
 	persister *enginestate.Persister
 	log       logr.Logger
+	// reg finds a member's registration Secret for the persister's
+	// Events; set by registerDeregistration.
+	reg atomic.Pointer[clusters.Registry]
 }
 
 // setupState opens the configured store backend and adds the Keeper (the
@@ -67,15 +73,17 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet)
 			}
 		},
 	})
-	persister := enginestate.New(fleet, keeper, enginestate.Options{
+	st := &state{keeper: keeper, log: log}
+	st.persister = enginestate.New(fleet, keeper, enginestate.Options{
 		CheckpointInterval: cfg.Store.CheckpointInterval.Duration,
 		RestoreTimeout:     cfg.Store.RestoreTimeout.Duration,
 		Logger:             log,
+		Recorder:           mgr.GetEventRecorder("leafsync"),
+		Regarding:          st.registration,
 	})
 	if err := mgr.Add(keeperRunnable{keeper}); err != nil {
 		return nil, err
 	}
-	st := &state{keeper: keeper, persister: persister, log: log}
 	if err := mgr.AddReadyzCheck(StateCheckName, st.check); err != nil {
 		return nil, err
 	}
@@ -116,8 +124,25 @@ func (s *state) restoreHook(ctx context.Context, cluster string) {
 	}
 }
 
-// registerDeregistration deletes a deregistered member's record.
+// registration is the registration Secret of a member (nil if unknown):
+// what the persister's Events are about.
+func (s *state) registration(cluster string) runtime.Object {
+	reg := s.reg.Load()
+	if reg == nil {
+		return nil
+	}
+	m, ok := reg.Member(cluster)
+	if !ok {
+		return nil
+	}
+	return &corev1.ObjectReference{Kind: "Secret", APIVersion: "v1",
+		Namespace: m.Spec.Secret.Namespace, Name: m.Spec.Secret.Name, UID: m.Spec.SecretUID}
+}
+
+// registerDeregistration deletes a deregistered member's record, and lets
+// the persister's Events find the member's registration.
 func (s *state) registerDeregistration(reg *clusters.Registry) {
+	s.reg.Store(reg)
 	reg.OnDeregister("state-store", func(ctx context.Context, d clusters.Deregistration) error {
 		return s.persister.Forget(ctx, d.Cluster)
 	})

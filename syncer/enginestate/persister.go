@@ -4,6 +4,15 @@
 // checkpoints while something is in progress — never once per probe), and
 // restores it into the engine before the member's first probe. Writes go
 // through the store's Keeper. See docs/state-store.md.
+//
+// It also reports clock steps: an observation the engine re-anchored
+// because its time lay before the previous one (hysteresis
+// Status.ClockStepBack; a restored snapshot written by a leader whose clock
+// ran ahead shows up this way at the first probe) is logged, becomes a
+// Warning Event ClockStepped on the member's registration Secret, and is
+// written to the store at once, so that no later restore brings back the
+// times from the other clock. The engine counts the steps
+// (leafsync_member_clock_steps_total).
 package enginestate
 
 import (
@@ -15,6 +24,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -50,6 +62,10 @@ type Options struct {
 	// Clock is the wall clock (real when nil); engine decisions use the
 	// observations' own times.
 	Clock clock.Clock
+	// Recorder (nil: none) receives the Warning Event ClockStepped, on
+	// the object Regarding returns for the cluster (nil: no Event).
+	Recorder  events.EventRecorder
+	Regarding func(cluster string) runtime.Object
 }
 
 // Persister decides when a cluster's hysteresis snapshot is written, and
@@ -245,6 +261,12 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 		p.marks[cluster] = m
 	}
 	m.observed = true
+	stepped := st.ClockStepBack > 0
+	if stepped {
+		// The marks are engine times of the old clock: bring them back
+		// to the new one, or checkpoints would wait for the old clock.
+		m.written, m.failingAt = earliest(m.written, now), earliest(m.failingAt, now)
+	}
 	failing := inProgress(st)
 	if failing {
 		m.failingAt = now
@@ -252,7 +274,7 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 	interval := p.opts.CheckpointInterval
 	due := false
 	switch {
-	case len(transitions) > 0:
+	case len(transitions) > 0 || stepped:
 		due = true
 	case failing:
 		due = m.written.IsZero() || now.Sub(m.written) >= interval
@@ -271,6 +293,35 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 		return // removed meanwhile
 	}
 	p.keeper.Update(cluster, func(s *store.ClusterState) { s.Hysteresis = snap })
+	if stepped {
+		p.clockStepped(cluster, st)
+	}
+}
+
+// ReasonClockStepped is the reason of the Warning Event about a clock step.
+const ReasonClockStepped = "ClockStepped"
+
+// clockStepped tells people that a member's probe times went back.
+func (p *Persister) clockStepped(cluster string, st hysteresis.Status) {
+	msg := fmt.Sprintf("a probe of member %s is stamped %s, %s before the one before it: "+
+		"leafsync's wall clock stepped back, or its saved state was written by a leader whose clock ran ahead. "+
+		"The probe counts as one probe interval after the previous one, and the member's readiness times "+
+		"were moved back to match; check time synchronisation (NTP) on the nodes leafsync runs on",
+		cluster, st.LastObserved.UTC().Format(time.RFC3339), st.ClockStepBack.Round(time.Millisecond))
+	p.log.Info("clock stepped back: probe re-anchored", "cluster", cluster, "step", st.ClockStepBack.String(), "observed", st.LastObserved)
+	if p.opts.Recorder == nil || p.opts.Regarding == nil {
+		return
+	}
+	if obj := p.opts.Regarding(cluster); obj != nil {
+		p.opts.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonClockStepped, "Probe", "%s", msg)
+	}
+}
+
+func earliest(t, now time.Time) time.Time {
+	if t.After(now) {
+		return now
+	}
+	return t
 }
 
 // Forget drops a deregistered cluster's saved state (a deregistration

@@ -67,6 +67,7 @@ func TestRegisterAndStateCollector(t *testing.T) {
 	}
 	var counters hysteresis.Counters
 	counters.FlapsSuppressed = 3
+	counters.ClockSteps = 2
 	counters.Transitions[hysteresis.Ready][hysteresis.Suspect] = 4
 	sc := NewStateCollector(func() []ClusterState {
 		return []ClusterState{{
@@ -86,6 +87,7 @@ func TestRegisterAndStateCollector(t *testing.T) {
 		`leafsync_member_cordoned{cluster="eu-1"}`:                                    1,
 		`leafsync_member_flap_penalty{cluster="eu-1"}`:                                1500,
 		`leafsync_member_flaps_suppressed_total{cluster="eu-1"}`:                      3,
+		`leafsync_member_clock_steps_total{cluster="eu-1"}`:                           2,
 		`leafsync_member_transitions_total{cluster="eu-1",from="Ready",to="Suspect"}`: 4,
 		`leafsync_mass_disconnect_active`:                                             1,
 		`leafsync_breaker_state{cluster="eu-1"}`:                                      2,

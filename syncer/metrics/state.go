@@ -32,7 +32,7 @@ type StateCollector struct {
 func NewStateCollector(snapshot func() []ClusterState) *StateCollector {
 	c := &StateCollector{snapshot: snapshot, descs: map[string]*prometheus.Desc{}}
 	for _, s := range []Spec{MemberState, MemberCordoned, FlapPenalty, FlapsSuppressed, Transitions, StateSeconds,
-		MassDisconnect, BreakerState, BreakerTransitions, BreakerRejected, RegistrationProblem} {
+		MassDisconnect, BreakerState, BreakerTransitions, BreakerRejected, RegistrationProblem, ClockSteps} {
 		c.descs[s.Name] = prometheus.NewDesc(s.Name, s.Help, s.Labels, nil)
 	}
 	return c
@@ -70,6 +70,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(MemberCordoned, b2f(m.Hysteresis.Cordoned), cl)
 		gauge(FlapPenalty, m.Hysteresis.Penalty, cl)
 		counter(FlapsSuppressed, float64(m.Counters.FlapsSuppressed), cl)
+		counter(ClockSteps, float64(m.Counters.ClockSteps), cl)
 		gauge(BreakerState, float64(m.BreakerState), cl)
 		counter(BreakerTransitions, float64(m.BreakerOpened), cl, "open")
 		counter(BreakerTransitions, float64(m.BreakerHalfOpened), cl, "half-open")
