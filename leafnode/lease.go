@@ -179,7 +179,9 @@ func (h *Heartbeat) apply(ctx context.Context, now metav1.MicroTime) error {
 
 // create makes the leaf's Lease, renewed at now. Like a kubelet's, the
 // Lease is owned by its Node, so it goes with it; no Node yet (the member
-// was never reached), no Lease.
+// was never reached), no Lease. It carries the leaf's label
+// leafsync.io/cluster, as its Node does: the chart's node fence lets
+// leafsync write only Leases so labelled, and a kubelet's carry none.
 func (h *Heartbeat) create(ctx context.Context, now metav1.MicroTime) error {
 	node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -194,6 +196,7 @@ func (h *Heartbeat) create(ctx context.Context, now metav1.MicroTime) error {
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: h.Name, Namespace: corev1.NamespaceNodeLease,
+			Labels:          map[string]string{LabelCluster: h.Cluster},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
 		},
 		Spec: coordinationv1.LeaseSpec{

@@ -47,7 +47,9 @@ type Values struct {
 	ExtraVolumeMounts []Object          `json:"extraVolumeMounts"`
 	HeartbeatPriority HeartbeatPriority `json:"heartbeatPriority"`
 	PodSync           PodSync           `json:"podSync"`
-	ServiceAccount    ServiceAccount    `json:"serviceAccount"`
+	// NodeFence is a ValidatingAdmissionPolicy that lets leafsync's ServiceAccount write and delete only its own leaves and their Leases.
+	NodeFence      Toggle         `json:"nodeFence"`
+	ServiceAccount ServiceAccount `json:"serviceAccount"`
 	// Resources of leafsync's container.
 	Resources Object `json:"resources"`
 	// PodAnnotations are added to leafsync's pods.
@@ -104,7 +106,7 @@ type HeartbeatPriority struct {
 
 // PodSync configures the chart's RBAC for pod sync.
 type PodSync struct {
-	// ReadReferencedSecrets lets leafsync read the ConfigMaps and Secrets that pods on leaves reference, in any namespace.
+	// ReadReferencedSecrets lets leafsync get, by name, the Secrets that pods on leaves reference, in any namespace (ConfigMaps always); without it such pods wait with a Warning Event.
 	ReadReferencedSecrets bool `json:"readReferencedSecrets"`
 }
 

@@ -55,7 +55,10 @@ func TestHelmChart(t *testing.T) {
 	kinds := map[string]int{}
 	for _, doc := range strings.Split(rendered, "\n---") {
 		var obj struct {
-			Kind string         `json:"kind"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 			Spec map[string]any `json:"spec"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
@@ -63,12 +66,13 @@ func TestHelmChart(t *testing.T) {
 		}
 		kinds[obj.Kind]++
 		// The chart's eviction guard is the one leafsync ensures: at
-		// start leafsync finds it unchanged, not drifted.
+		// start leafsync finds it unchanged, not drifted. (The node fence
+		// is the chart's alone.)
 		var want any
-		switch obj.Kind {
-		case "ValidatingAdmissionPolicy":
+		switch {
+		case obj.Kind == "ValidatingAdmissionPolicy" && obj.Metadata.Name == guard.Name:
 			want = guard.PolicySpec([]string{guard.DefaultIdentity})
-		case "ValidatingAdmissionPolicyBinding":
+		case obj.Kind == "ValidatingAdmissionPolicyBinding" && obj.Metadata.Name == guard.Name:
 			want = guard.BindingSpec(leafsyncNamespace)
 		}
 		if want != nil {
