@@ -57,7 +57,7 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 // topology spread reach the pod; name overrides name the objects; the
 // ServiceMonitor selects the Service by the selector labels alone; with
 // force, ServiceMonitor and PrometheusRule render without their CRDs; the
-// uninstall hook follows the names and can be turned off.
+// uninstall hook and the node fence follow the names and can be turned off.
 func TestHelmChartValues(t *testing.T) {
 	dir := t.TempDir()
 	values := filepath.Join(dir, "values.yaml")
@@ -138,5 +138,15 @@ prometheusRule: {force: true}
 	}
 	if off := helm(t, "template", "leafsync", chartDir, "-f", values, "--set", "uninstall.cleanup=false"); strings.Contains(off, "kind: Job") {
 		t.Errorf("uninstall.cleanup=false still renders the hook Job")
+	}
+	// The node fence matches the ServiceAccount leafsync runs as, by its
+	// overridden name; nodeFence.enabled=false turns it off.
+	fence := "name: fleet-manager-node-fence"
+	identity := `request.userInfo.username == "system:serviceaccount:` + leafsyncNamespace + `:fleet-manager"`
+	if !strings.Contains(rendered, fence) || !strings.Contains(rendered, identity) {
+		t.Errorf("the node fence: want %q matching %s", fence, identity)
+	}
+	if off := helm(t, "template", "leafsync", chartDir, "-f", values, "--set", "nodeFence.enabled=false"); strings.Contains(off, "node-fence") {
+		t.Errorf("nodeFence.enabled=false still renders the node fence")
 	}
 }
