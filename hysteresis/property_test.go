@@ -484,7 +484,9 @@ func TestPropMassGuard(t *testing.T) {
 // NotReady before notReadyAfter + massHoldMax; then they go NotReady one at a
 // time, at least massReleaseInterval apart, and all of them within
 // notReadyAfter + massHoldMax + n×(massReleaseInterval + probeInterval) +
-// probeInterval of the first failure, whatever the other clusters do.
+// probeInterval of the first failure, whatever the other clusters do (n
+// counts the releases of other clusters in the meantime too: each takes a
+// slot of the release rate).
 func TestPropMassDisconnectScenario(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := genConfig(t)
@@ -525,8 +527,16 @@ func TestPropMassDisconnectScenario(t *testing.T) {
 			for ; !at.After(e.obs.Time); at = at.Add(pi) {
 				probeDown()
 			}
-			if _, _, err := f.Observe(e.cluster, e.obs); err != nil {
+			st, trs, err := f.Observe(e.cluster, e.obs)
+			if err != nil {
 				t.Fatal(err)
+			}
+			for _, tr := range trs {
+				if tr.To == NotReady && tr.From != NotReady && st.Released {
+					// Another cluster took a release slot: the dead ones
+					// wait one more.
+					deadline = deadline.Add(cfg.MassReleaseInterval.Duration + pi)
+				}
 			}
 		}
 		for ; !at.After(deadline); at = at.Add(pi) {
