@@ -46,6 +46,10 @@ func TestRegistrationChecksPodsyncAnnotations(t *testing.T) {
 		{podsync.AnnotationAllowPrivilegedPods, admission(podsync.AnnotationAllowPrivilegedPods),
 			[]string{"true", "false", "1", "", "yes please"}},
 		{podsync.AnnotationStaleEvictionPolicy, policy, []string{"", "Nope", "retain"}},
+		{podsync.AnnotationPodSecurity, admission(podsync.AnnotationPodSecurity),
+			[]string{"privileged", "baseline", "restricted", "", "Baseline", "none"}},
+		{podsync.AnnotationMemberNamespaces, admission(podsync.AnnotationMemberNamespaces),
+			[]string{"", "apps", " apps, team-x ,", "kube-system", "apps,kube-public", "Team_X", "a/b"}},
 	}
 	for _, p := range podsync.Policies {
 		cases[2].values = append(cases[2].values, string(p))

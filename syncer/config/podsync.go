@@ -34,10 +34,12 @@ type PodSync struct {
 	// least this often.
 	Resync hysteresis.Duration `json:"resync"`
 	// MemberPodSecurity is the Pod Security level (privileged, baseline or
-	// restricted) enforced, by label, on the namespaces leafsync creates in
-	// members; a member whose registration allows privileged pods
-	// (leafsync.io/allow-privileged-pods) gets privileged. Namespaces that
-	// existed before are left as they are.
+	// restricted) at which leafsync evaluates every member pod with the
+	// upstream Pod Security checks before creating it; a pod that fails is
+	// not created. Per member, the registration annotation
+	// leafsync.io/pod-security overrides it. The level is also enforced,
+	// by label, on the namespaces leafsync creates in members, as a second
+	// layer.
 	MemberPodSecurity string `json:"memberPodSecurity"`
 }
 

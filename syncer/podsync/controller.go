@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -54,9 +55,10 @@ type Options struct {
 	// Resync: every pod is looked at again, and ConfigMaps and Secrets
 	// refreshed and garbage-collected, at least this often.
 	Resync time.Duration
-	// PodSecurity is the Pod Security level enforced on namespaces leafsync
-	// creates in members ("" leaves them unlabelled); members whose
-	// registration allows privileged pods get "privileged".
+	// PodSecurity is the fleet's Pod Security level (privileged, baseline,
+	// restricted; "" is baseline): member pods are evaluated at it, and the
+	// namespaces leafsync creates are labelled with it, unless the
+	// registration says otherwise (AnnotationPodSecurity).
 	PodSecurity string
 	// Workers reconcile one member's pods in parallel. Each member has a
 	// queue and workers of its own, so a slow or unreachable member never
@@ -430,9 +432,13 @@ func (ms *memberSync) processNext(ctx context.Context) bool {
 }
 
 // admissionFor is what the member's owner agreed to run (validated when
-// the registration was accepted).
-func admissionFor(m clusters.Member) Admission {
+// the registration was accepted), with the fleet's Pod Security level when
+// the registration sets none.
+func (c *Controller) admissionFor(m clusters.Member) Admission {
 	a, _ := ParseAdmission(m.Spec.Annotations)
+	if a.PodSecurity == "" {
+		a.PodSecurity = psapi.Level(c.opts.PodSecurity)
+	}
 	return a
 }
 
@@ -511,7 +517,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		Host: hp, Member: mp, Records: records,
 		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),
 		LeafTaints:       node.Spec.Taints,
-		Admission:        admissionFor(m),
+		Admission:        c.admissionFor(m),
 	}
 	if hp != nil {
 		in.DesiredHash = SpecHash(hp)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -403,9 +404,9 @@ func TestStaleEvictionOfAJobPodIsForwarded(t *testing.T) {
 }
 
 // What the member's owner has not agreed to is not run: a member
-// ServiceAccount the registration does not list, privileged containers,
-// host namespaces, hostPath volumes. The pod gets an Event; nothing is
-// created.
+// ServiceAccount the registration does not list, what fails the Pod
+// Security level (baseline by default), a PVC or resource claim, a kube-*
+// namespace. The pod gets a Warning Event; nothing is created.
 func TestPodsTheMemberDidNotAllow(t *testing.T) {
 	withSA := func(ns, sa string) *corev1.Pod {
 		hp := hostPod("h1")
@@ -419,8 +420,7 @@ func TestPodsTheMemberDidNotAllow(t *testing.T) {
 		return hp
 	}
 	refused := map[string]*corev1.Pod{
-		"service account":  withSA("apps", "deployer"),
-		"kube-system's sa": withSA("kube-system", "admin"),
+		"service account": withSA("apps", "deployer"),
 		"privileged": privileged(func(p *corev1.Pod) {
 			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 		}),
@@ -441,36 +441,84 @@ func TestPodsTheMemberDidNotAllow(t *testing.T) {
 		}
 	}
 	// Allowed by the registration: synced.
-	allowed := Admission{ServiceAccounts: []string{"apps/deployer", "kube-system/admin"}, Privileged: true}
-	for name, hp := range refused {
+	allowed := Admission{ServiceAccounts: []string{"apps/deployer"}, PodSecurity: psapi.LevelPrivileged}
+	for _, hp := range refused {
 		in := input(hysteresis.Ready, hp, nil)
 		in.Admission = allowed
 		wantActions(t, Decide(in), AddFinalizer, CreateMember)
-		_ = name
 	}
 	// "namespace/name" allows that one only; "*" any ServiceAccount
 	// outside kube-system.
-	in := input(hysteresis.Ready, withSA("kube-system", "deployer"), nil)
+	in := input(hysteresis.Ready, withSA("ops", "deployer"), nil)
 	in.Admission = Admission{ServiceAccounts: []string{"apps/deployer"}}
 	wantActions(t, Decide(in), Event)
 	in = input(hysteresis.Ready, withSA("apps", "deployer"), nil)
 	in.Admission = Admission{ServiceAccounts: []string{"*"}}
 	wantActions(t, Decide(in), AddFinalizer, CreateMember)
-	in = input(hysteresis.Ready, withSA("kube-system", "admin"), nil)
-	in.Admission = Admission{ServiceAccounts: []string{"*"}}
-	wantActions(t, Decide(in), Event)
+}
+
+// kube-* namespaces never, whatever the registration says; PVCs and
+// resource claims are refused (the member's object of that name would be
+// used); generic ephemeral volumes are the pod's own and run.
+func TestNamespacesAndClaimsNotRun(t *testing.T) {
+	everything := Admission{ServiceAccounts: []string{"*"}, PodSecurity: psapi.LevelPrivileged, Namespaces: []string{"apps", "default"}}
+	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease", "kube-anything"} {
+		hp := hostPod("h1")
+		hp.Namespace = ns
+		in := input(hysteresis.Ready, hp, nil)
+		in.Admission = everything
+		p := Decide(in)
+		wantActions(t, p, Event)
+		if a, _ := p.Get(Event); a.Reason != "NotSyncedNamespace" || !a.Warning || !strings.Contains(a.Message, ns) {
+			t.Errorf("%s: %+v", ns, a)
+		}
+	}
+	pvc := hostPod("h1")
+	pvc.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	claim := hostPod("h1")
+	claim.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu-0")}}
+	for name, hp := range map[string]*corev1.Pod{"pvc": pvc, "resource claim": claim} {
+		in := input(hysteresis.Ready, hp, nil)
+		in.Admission = everything
+		p := Decide(in)
+		wantActions(t, p, Event)
+		if a, _ := p.Get(Event); a.Reason != "NotSyncedVolumeClaim" || !strings.Contains(a.Message, "not supported yet") {
+			t.Errorf("%s: %+v", name, a)
+		}
+	}
+	eph := hostPod("h1")
+	eph.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}},
+	}}}}
+	wantActions(t, Decide(input(hysteresis.Ready, eph, nil)), AddFinalizer, CreateMember)
 }
 
 func TestParseAdmission(t *testing.T) {
-	a, err := ParseAdmission(map[string]string{AnnotationMemberServiceAccounts: " apps/deployer, ops/backup ,*", AnnotationAllowPrivilegedPods: "true"})
-	if err != nil || strings.Join(a.ServiceAccounts, ",") != "apps/deployer,ops/backup,*" || !a.Privileged {
+	a, err := ParseAdmission(map[string]string{
+		AnnotationMemberServiceAccounts: " apps/deployer, ops/backup ,*", AnnotationAllowPrivilegedPods: "true",
+		AnnotationMemberNamespaces: "team-x, default",
+	})
+	if err != nil || strings.Join(a.ServiceAccounts, ",") != "apps/deployer,ops/backup,*" || a.PodSecurity != psapi.LevelPrivileged ||
+		strings.Join(a.Namespaces, ",") != "team-x,default" {
 		t.Fatalf("%+v %v", a, err)
+	}
+	// pod-security, when set, wins over the older allow-privileged-pods.
+	if a, _ := ParseAdmission(map[string]string{AnnotationAllowPrivilegedPods: "true", AnnotationPodSecurity: "restricted"}); a.PodSecurity != psapi.LevelRestricted {
+		t.Errorf("pod-security restricted with allow-privileged-pods: %q", a.PodSecurity)
+	}
+	if a, _ := ParseAdmission(nil); a.PodSecurity != "" || a.level() != psapi.LevelBaseline {
+		t.Errorf("no annotation: %q (level %q), want the fleet's (baseline)", a.PodSecurity, a.level())
 	}
 	for _, bad := range []map[string]string{
 		{AnnotationAllowPrivilegedPods: "yes please"},
+		{AnnotationPodSecurity: "Baseline"},
+		{AnnotationPodSecurity: "none"},
 		{AnnotationMemberServiceAccounts: "a/b/c"},
 		{AnnotationMemberServiceAccounts: "deployer"},
 		{AnnotationMemberServiceAccounts: "apps/Not_A_Name"},
+		{AnnotationMemberNamespaces: "kube-system"},
+		{AnnotationMemberNamespaces: "apps, kube-public"},
+		{AnnotationMemberNamespaces: "Team_X"},
 	} {
 		if _, err := ParseAdmission(bad); err == nil {
 			t.Errorf("%v accepted", bad)

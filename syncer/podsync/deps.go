@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/member"
@@ -31,40 +33,79 @@ func managedLabels(cluster string, hostUID types.UID, host map[string]string) ma
 	return l
 }
 
-// ensureNamespace creates the member namespace if it is missing.
-func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, ns string) error {
-	if _, err := rt.Client().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+// refusal: leafsync will not create the member pod yet, for a reason
+// found on the create path (it needed a read of either cluster). The host
+// pod gets a Warning Event and is looked at again after a while.
+type refusal struct {
+	reason, msg string
+	after       time.Duration
+}
+
+func (r refusal) Error() string { return r.reason + ": " + r.msg }
+
+// hostObjectPoll: how often a pod waiting for a host ConfigMap or Secret
+// looks again (the host informer does not watch them; leafsync only gets
+// them).
+const hostObjectPoll = 2 * time.Second
+
+// ownNamespace: leafsync created it for this member.
+func (ms *memberSync) ownNamespace(n *corev1.Namespace) bool {
+	return n.Labels[LabelManaged] == "true" && n.Labels[LabelCluster] == ms.cluster
+}
+
+// ensureNamespace makes sure host pods may run in member namespace ns: one
+// leafsync created for this member (its Pod Security label kept at the
+// registration's level), or one the registration lists; a missing one is
+// created. Any other namespace of the member is refused.
+func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, ns string, a Admission) error {
+	nsc := rt.Client().CoreV1().Namespaces()
+	level := string(a.level())
+	n, err := nsc.Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case err == nil && ms.ownNamespace(n):
+		if n.Labels[psapi.EnforceLevelLabel] == level {
+			return nil
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, psapi.EnforceLevelLabel, level)
+		_, err = nsc.Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	case err == nil && a.lists(ns):
 		return nil
-	} else if !apierrors.IsNotFound(err) {
+	case err == nil:
+		return refusal{reason: "NotSyncedNamespace", after: conflictRetry, msg: fmt.Sprintf(
+			"member cluster %s already has namespace %s, which leafsync did not create: host pods run only in member namespaces leafsync creates, or that the registration lists; the member's owner can add %s to the Secret's annotation %s",
+			ms.cluster, ns, ns, AnnotationMemberNamespaces)}
+	case !apierrors.IsNotFound(err):
 		return err
 	}
-	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelManaged: "true", LabelCluster: ms.cluster}}}
-	if level := ms.c.opts.PodSecurity; level != "" {
-		if m, _, _ := ms.snapshot(); admissionFor(m).Privileged {
-			level = "privileged"
-		}
-		n.Labels["pod-security.kubernetes.io/enforce"] = level
-	}
-	err := member.Retry(ctx, memberRetry, func(ctx context.Context) error {
-		_, err := rt.Client().CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{})
+	n = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		LabelManaged: "true", LabelCluster: ms.cluster, psapi.EnforceLevelLabel: level,
+	}}}
+	err = member.Retry(ctx, memberRetry, func(ctx context.Context) error {
+		_, err := nsc.Create(ctx, n, metav1.CreateOptions{})
 		return err
 	})
 	if apierrors.IsAlreadyExists(err) {
-		return nil
+		return requeueError{after: 200 * time.Millisecond, why: "member namespace " + ns + " created meanwhile"}
 	}
 	if err == nil {
-		ms.log.Info("created member namespace", "namespace", ns)
+		ms.log.Info("created member namespace", "namespace", ns, "podSecurity", level)
 	}
 	return err
 }
 
-// ensureDeps copies (or refreshes) the ConfigMaps and Secrets a pod uses.
-// A missing host object is skipped (the pod would wait for it in the host
-// too; a later refresh copies it). depMu must be held.
+// ensureDeps copies (or refreshes) the ConfigMaps and Secrets a pod uses,
+// reading the member's objects afresh: a name resolves only to the host's
+// object. depMu must be held.
 func (ms *memberSync) ensureDeps(ctx context.Context, rt *member.Runtime, ns string, refs []ObjectRef) error {
 	var errs []error
 	for _, r := range refs {
-		if err := ms.syncDep(ctx, rt, depKey{r.Kind, ns, r.Name}); err != nil {
+		err := ms.syncDep(ctx, rt, depKey{r.Kind, ns, r.Name}, r.Optional, true)
+		var ref refusal
+		if errors.As(err, &ref) {
+			return err
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s/%s: %w", r.Kind, ns, r.Name, err))
 		}
 	}
@@ -72,50 +113,59 @@ func (ms *memberSync) ensureDeps(ctx context.Context, rt *member.Runtime, ns str
 }
 
 // syncDep makes the member copy of one host ConfigMap or Secret match it.
-// A member object of that name that leafsync did not create is left alone.
-func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey) error {
+// A member object of that name that leafsync did not create is never read
+// beyond its labels, used or overwritten: a refusal. A missing host object
+// (or a host service-account token, never copied) is a refusal unless
+// optional. Unless fresh, a copy known to match is not read again.
+func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey, optional, fresh bool) error {
 	host := ms.c.opts.Host.CoreV1()
 	mc := rt.Client().CoreV1()
 	var (
-		want    metav1.Object
+		want    metav1.Object // nil: nothing to copy
 		version string
+		missing refusal
 	)
 	switch k.Kind {
 	case "ConfigMap":
 		cm, err := host.ConfigMaps(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = ms.hostMissing(k)
+		case err != nil:
 			return err
-		}
-		version = string(cm.UID) + "/" + cm.ResourceVersion
-		want = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
-				Labels:      managedLabels(ms.cluster, cm.UID, cm.Labels),
-				Annotations: map[string]string{AnnotationHostResourceVersion: cm.ResourceVersion}},
-			Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable,
+		default:
+			version = string(cm.UID) + "/" + cm.ResourceVersion
+			want = &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
+					Labels:      managedLabels(ms.cluster, cm.UID, cm.Labels),
+					Annotations: map[string]string{AnnotationHostResourceVersion: cm.ResourceVersion}},
+				Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable,
+			}
 		}
 	case "Secret":
 		s, err := host.Secrets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = ms.hostMissing(k)
+		case err != nil:
 			return err
-		}
-		if s.Type == corev1.SecretTypeServiceAccountToken {
-			return nil // a host token never goes down
-		}
-		version = string(s.UID) + "/" + s.ResourceVersion
-		want = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
-				Labels:      managedLabels(ms.cluster, s.UID, s.Labels),
-				Annotations: map[string]string{AnnotationHostResourceVersion: s.ResourceVersion}},
-			Data: s.Data, Type: s.Type, Immutable: s.Immutable,
+		case s.Type == corev1.SecretTypeServiceAccountToken:
+			// A host token never goes down.
+			missing = refusal{reason: "HostObjectNotCopied", after: conflictRetry, msg: fmt.Sprintf(
+				"Secret %s/%s is a service-account token of the host: it is never copied into member %s", k.Namespace, k.Name, ms.cluster)}
+		default:
+			version = string(s.UID) + "/" + s.ResourceVersion
+			want = &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
+					Labels:      managedLabels(ms.cluster, s.UID, s.Labels),
+					Annotations: map[string]string{AnnotationHostResourceVersion: s.ResourceVersion}},
+				Data: s.Data, Type: s.Type, Immutable: s.Immutable,
+			}
 		}
 	default:
 		return fmt.Errorf("unknown kind %q", k.Kind)
 	}
-	if ms.copied[k] == version {
+	if want != nil && !fresh && ms.copied[k] == version {
 		return nil
 	}
 	// The member's copy, if any.
@@ -137,18 +187,25 @@ func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey)
 		s, err = mc.Secrets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		if err == nil {
 			cur, immutable = s, s.Immutable != nil && *s.Immutable
-			sameType = s.Type == want.(*corev1.Secret).Type
+			if want != nil {
+				sameType = s.Type == want.(*corev1.Secret).Type
+			}
 		}
 	}
 	switch {
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
+	case err == nil && (cur.GetLabels()[LabelManaged] != "true" || cur.GetLabels()[LabelCluster] != ms.cluster):
+		delete(ms.copied, k)
+		return refusal{reason: "MemberObjectConflict", after: conflictRetry, msg: fmt.Sprintf(
+			"member cluster %s has %s %s/%s, which leafsync did not create: the pod would use it instead of the host's, so it is not run there (the member's object is neither used nor changed); the member's owner can rename it, or the pod can use another name",
+			ms.cluster, k.Kind, k.Namespace, k.Name)}
+	case want == nil && (optional && missing.reason == "HostObjectNotFound"):
+		return nil // as on a node: an optional reference may be missing
+	case want == nil:
+		return missing
 	case apierrors.IsNotFound(err):
 		err = ms.createDep(ctx, rt, want)
-	case err != nil:
-		return err
-	case cur.GetLabels()[LabelManaged] != "true" || cur.GetLabels()[LabelCluster] != ms.cluster:
-		ms.log.Info("member has an object of that name that leafsync did not create; using it as is", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
-		ms.copied[k] = version
-		return nil
 	case cur.GetAnnotations()[AnnotationHostResourceVersion] == want.GetAnnotations()[AnnotationHostResourceVersion] &&
 		cur.GetLabels()[LabelHostUID] == want.GetLabels()[LabelHostUID]:
 		// Already up to date.
@@ -178,6 +235,14 @@ func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey)
 		ms.copied[k] = version
 	}
 	return err
+}
+
+// hostMissing: the pod waits for the host object, as a kubelet waits for a
+// missing ConfigMap or Secret.
+func (ms *memberSync) hostMissing(k depKey) refusal {
+	return refusal{reason: "HostObjectNotFound", after: hostObjectPoll, msg: fmt.Sprintf(
+		"%s %s/%s not found in the host: the pod waits for it before it is created in member %s (a member object of that name is never used)",
+		k.Kind, k.Namespace, k.Name, ms.cluster)}
 }
 
 func (ms *memberSync) createDep(ctx context.Context, rt *member.Runtime, o metav1.Object) error {
@@ -244,7 +309,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 			k := depKey{r.Kind, hp.Namespace, r.Name}
 			used[k] = true
 			if hp.DeletionTimestamp == nil {
-				if err := ms.syncDep(ctx, rt, k); err != nil {
+				if err := ms.syncDep(ctx, rt, k, r.Optional, false); err != nil {
 					errs = append(errs, err)
 				}
 			}

@@ -2,9 +2,13 @@
 // member cluster, mirrors their status back, and guards their deletion.
 //
 // For every host pod bound to a leaf, the member gets a pod of the same
-// namespace and name (the namespace, and the ConfigMaps and Secrets the pod
-// uses, are created as needed), labelled with the member's cluster name and
-// the host pod's UID. The host pod carries the finalizer
+// namespace and name (the namespace, and copies of the host ConfigMaps and
+// Secrets the pod uses, are created as needed), labelled with the member's
+// cluster name and the host pod's UID. Only what the member's owner agreed
+// to runs: namespaces leafsync created or the registration lists (never
+// kube-*), names that resolve to host objects only (a member object of that
+// name leafsync did not create, or a PVC, refuses the pod), and what the
+// upstream Pod Security checks allow at the registration's level. The host pod carries the finalizer
 // leafsync.io/member-pod while a member pod may exist, so that no host
 // deletion is lost while the member is unreachable.
 //

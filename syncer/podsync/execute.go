@@ -420,7 +420,7 @@ func (x *execution) createMember(ctx context.Context) error {
 	mp, _ := MemberPod(x.hp, x.key.Cluster, x.leaf)
 	rt := x.m.Runtime
 	x.ms.depMu.Lock()
-	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace)
+	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace, x.c.admissionFor(x.m))
 	if err == nil {
 		err = x.ms.ensureDeps(ctx, rt, mp.Namespace, References(&mp.Spec))
 	}
@@ -433,7 +433,12 @@ func (x *execution) createMember(ctx context.Context) error {
 		})
 	}
 	x.ms.depMu.Unlock()
+	var ref refusal
 	switch {
+	case errors.As(err, &ref):
+		// Not an error retried for ever: the pod waits, saying why.
+		x.event(Action{Type: Event, Warning: true, Reason: ref.reason, Message: ref.msg})
+		return requeueError{after: ref.after, why: ref.msg}
 	case apierrors.IsAlreadyExists(err):
 		return requeueError{after: 200 * time.Millisecond, why: "member pod exists (cache behind)"}
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "service account"):

@@ -233,31 +233,39 @@ func FailedStatus(hp *corev1.Pod, reason, message string, now time.Time) corev1.
 type ObjectRef struct {
 	Kind string // "ConfigMap" or "Secret"
 	Name string
+	// Optional: every use of it may be missing, as on a node (optional
+	// volumes, projections and env references; image pull secrets, which
+	// a kubelet only warns about).
+	Optional bool
 }
 
 // References returns the ConfigMaps and Secrets a pod spec uses (volumes,
 // projected sources, env, envFrom, image pull secrets), sorted, without
 // kube-root-ca.crt (every member namespace has its own).
 func References(spec *corev1.PodSpec) []ObjectRef {
-	set := map[ObjectRef]bool{}
-	add := func(kind, name string) {
-		if name != "" && !(kind == "ConfigMap" && name == kubeRootCA) {
-			set[ObjectRef{kind, name}] = true
+	type ref struct{ kind, name string }
+	required := map[ref]bool{} // false: only optional uses so far
+	add := func(kind, name string, optional *bool) {
+		if name == "" || (kind == "ConfigMap" && name == kubeRootCA) {
+			return
 		}
+		r := ref{kind, name}
+		required[r] = required[r] || optional == nil || !*optional
 	}
+	yes := ptr.To(true)
 	for _, v := range spec.Volumes {
 		switch {
 		case v.ConfigMap != nil:
-			add("ConfigMap", v.ConfigMap.Name)
+			add("ConfigMap", v.ConfigMap.Name, v.ConfigMap.Optional)
 		case v.Secret != nil:
-			add("Secret", v.Secret.SecretName)
+			add("Secret", v.Secret.SecretName, v.Secret.Optional)
 		case v.Projected != nil:
 			for _, src := range v.Projected.Sources {
 				if src.ConfigMap != nil {
-					add("ConfigMap", src.ConfigMap.Name)
+					add("ConfigMap", src.ConfigMap.Name, src.ConfigMap.Optional)
 				}
 				if src.Secret != nil {
-					add("Secret", src.Secret.Name)
+					add("Secret", src.Secret.Name, src.Secret.Optional)
 				}
 			}
 		}
@@ -269,27 +277,27 @@ func References(spec *corev1.PodSpec) []ObjectRef {
 				continue
 			}
 			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-				add("ConfigMap", r.Name)
+				add("ConfigMap", r.Name, r.Optional)
 			}
 			if r := e.ValueFrom.SecretKeyRef; r != nil {
-				add("Secret", r.Name)
+				add("Secret", r.Name, r.Optional)
 			}
 		}
 		for _, e := range c.EnvFrom {
 			if e.ConfigMapRef != nil {
-				add("ConfigMap", e.ConfigMapRef.Name)
+				add("ConfigMap", e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
 			}
 			if e.SecretRef != nil {
-				add("Secret", e.SecretRef.Name)
+				add("Secret", e.SecretRef.Name, e.SecretRef.Optional)
 			}
 		}
 	}
 	for _, s := range spec.ImagePullSecrets {
-		add("Secret", s.Name)
+		add("Secret", s.Name, yes)
 	}
-	out := make([]ObjectRef, 0, len(set))
-	for r := range set {
-		out = append(out, r)
+	out := make([]ObjectRef, 0, len(required))
+	for r, req := range required {
+		out = append(out, ObjectRef{Kind: r.kind, Name: r.name, Optional: !req})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {

@@ -156,7 +156,8 @@ func TestReferences(t *testing.T) {
 		InitContainers: []corev1.Container{{Name: "init", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s-envfrom"}}}}}},
 		Containers: []corev1.Container{{Name: "app",
 			Env: []corev1.EnvVar{
-				{Name: "A", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-env"}, Key: "a"}}},
+				{Name: "A", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-env"}, Key: "a", Optional: ptr.To(true)}}},
+				{Name: "A2", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-vol"}, Key: "a", Optional: ptr.To(true)}}},
 				{Name: "B", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s-env"}, Key: "b"}}},
 				{Name: "C", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			},
@@ -164,9 +165,12 @@ func TestReferences(t *testing.T) {
 		}},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}, {Name: "s-vol"}},
 	}
+	// Optional only when every use is: cm-env (an optional env), pull (a
+	// kubelet only warns about a missing pull secret); s-vol is also a
+	// volume, cm-vol also a required volume.
 	want := []ObjectRef{
-		{"ConfigMap", "cm-env"}, {"ConfigMap", "cm-envfrom"}, {"ConfigMap", "cm-proj"}, {"ConfigMap", "cm-vol"},
-		{"Secret", "pull"}, {"Secret", "s-env"}, {"Secret", "s-envfrom"}, {"Secret", "s-proj"}, {"Secret", "s-vol"},
+		{"ConfigMap", "cm-env", true}, {"ConfigMap", "cm-envfrom", false}, {"ConfigMap", "cm-proj", false}, {"ConfigMap", "cm-vol", false},
+		{"Secret", "pull", true}, {"Secret", "s-env", false}, {"Secret", "s-envfrom", false}, {"Secret", "s-proj", false}, {"Secret", "s-vol", false},
 	}
 	if got := References(spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("References =\n%v\nwant\n%v", got, want)

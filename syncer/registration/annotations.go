@@ -36,10 +36,19 @@ const (
 	// host pods may run as: "namespace/name" entries, comma-separated; "*"
 	// allows any ServiceAccount outside kube-system. Read by syncer/podsync.
 	AnnotationMemberServiceAccounts = "leafsync.io/member-service-accounts"
-	// AnnotationAllowPrivilegedPods "true" lets privileged containers, host
-	// namespaces (network, PID, IPC) and hostPath volumes run in the member.
+	// AnnotationPodSecurity is the Pod Security level (privileged,
+	// baseline or restricted) at which the upstream Pod Security checks
+	// evaluate the member's pods; default podSync.memberPodSecurity. Read
+	// by syncer/podsync.
+	AnnotationPodSecurity = "leafsync.io/pod-security"
+	// AnnotationAllowPrivilegedPods "true" is the older spelling of
+	// AnnotationPodSecurity=privileged, read only when that is absent.
 	// Read by syncer/podsync.
 	AnnotationAllowPrivilegedPods = "leafsync.io/allow-privileged-pods"
+	// AnnotationMemberNamespaces lists the member namespaces, besides those
+	// leafsync creates, that host pods may run in (comma-separated names;
+	// never a kube-* namespace). Read by syncer/podsync.
+	AnnotationMemberNamespaces = "leafsync.io/member-namespaces"
 	// AnnotationStaleEvictionPolicy overrides podSync.staleEvictionPolicy
 	// for the member. Read by syncer/podsync.
 	AnnotationStaleEvictionPolicy = "leafsync.io/stale-eviction-policy"
@@ -79,6 +88,24 @@ var options = map[string]func(value string) error{
 		}
 		return nil
 	},
+	AnnotationPodSecurity: func(v string) error {
+		if !slices.Contains(config.PodSecurityLevels, v) {
+			return fmt.Errorf("%s: %q is not privileged, baseline or restricted", AnnotationPodSecurity, v)
+		}
+		return nil
+	},
+	AnnotationMemberNamespaces: func(v string) error {
+		for _, ns := range strings.Split(v, ",") {
+			switch ns = strings.TrimSpace(ns); {
+			case ns == "":
+			case len(validation.IsDNS1123Label(ns)) > 0:
+				return fmt.Errorf("%s: %q is not a namespace name", AnnotationMemberNamespaces, ns)
+			case strings.HasPrefix(ns, "kube-"):
+				return fmt.Errorf("%s: %q is a kube-* namespace, where host pods never run", AnnotationMemberNamespaces, ns)
+			}
+		}
+		return nil
+	},
 	AnnotationStaleEvictionPolicy: func(v string) error {
 		if !slices.Contains(config.StaleEvictionPolicies, v) {
 			return fmt.Errorf("unknown stale-eviction policy %q (want one of %s)", v, strings.Join(config.StaleEvictionPolicies, ", "))
@@ -99,6 +126,10 @@ const (
 	AnnotationStatusMessage = "leafsync.io/status-message"
 	// AnnotationStatusTime is when the phase or reason last changed (RFC 3339).
 	AnnotationStatusTime = "leafsync.io/status-time"
+	// AnnotationMemberIdentity is the member's identity (the UID of its
+	// kube-system namespace), recorded at first contact and compared at
+	// every connect. Clearing it confirms a member whose identity changed.
+	AnnotationMemberIdentity = "leafsync.io/member-identity"
 )
 
 // threshold returns the hysteresis threshold an annotation overrides: the
@@ -117,7 +148,7 @@ func threshold(key string) (hysteresis.Threshold, bool) {
 
 func isStatusAnnotation(key string) bool {
 	switch key {
-	case AnnotationStatus, AnnotationStatusReason, AnnotationStatusMessage, AnnotationStatusTime:
+	case AnnotationStatus, AnnotationStatusReason, AnnotationStatusMessage, AnnotationStatusTime, AnnotationMemberIdentity:
 		return true
 	}
 	return false

@@ -33,7 +33,9 @@ func TestMemberAdmissionErrorsAreNotOutages(t *testing.T) {
 	hc, mc := f.host.Client(), member.Client()
 	ctx := context.Background()
 	ls := f.startLeafsync(t, "leafsync")
-	f.register(t, "member-a", map[string]string{"leafsync.io/probe-interval": "3s"})
+	// The member's owner made namespace apps (with the failing webhook) and
+	// lets host pods run there.
+	f.register(t, "member-a", map[string]string{"leafsync.io/probe-interval": "3s", "leafsync.io/member-namespaces": appsNS})
 	const leaf = "leaf-member-a"
 	f.waitLeafReady(t, leaf, time.Minute)
 	if err := member.EnsureNamespace(ctx, appsNS); err != nil {
