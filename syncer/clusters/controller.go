@@ -161,8 +161,20 @@ func New(c client.Client, o Options) (*Controller, error) {
 		observe:         ready.observe,
 		onBreakerChange: o.OnBreakerChange,
 		enqueue:         ctl.enqueue,
-		log:             log,
-		swaps:           map[string]*swap{},
+		verify:          ctl.verify,
+		releaseClaim: func(ctx context.Context, cluster string, rt *member.Runtime) {
+			if host := reg.HostIdentity(); host != "" {
+				if err := releaseClaim(ctx, rt.Client(), cluster, host); err != nil {
+					log.Info("could not remove this host's claim in the deregistered member; delete it there by hand to register the member from another host",
+						"cluster", cluster, "claim", ClaimNamespace+"/"+claimName(cluster), "error", err.Error())
+				}
+			}
+		},
+		now:   o.Clock.Now,
+		clock: clock.RealClock{},
+		log:   log,
+		swaps: map[string]*swap{},
+		gates: map[*member.Runtime]context.CancelFunc{},
 	}
 	return ctl, nil
 }

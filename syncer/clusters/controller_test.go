@@ -100,6 +100,9 @@ type env struct {
 	srv *membertest.Server
 }
 
+// testHost is the host's identity in these tests.
+const testHost = "host-uid"
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	fc := hysteresis.DefaultFleetConfig()
@@ -111,7 +114,8 @@ func newEnv(t *testing.T) *env {
 	e := &env{
 		t:   t,
 		ctx: context.Background(),
-		c: fake.NewClientBuilder().WithScheme(scheme.Scheme).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+		c: fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: testHost}}).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
 			return []string{o.(*corev1.Pod).Spec.NodeName}
 		}).Build(),
 		eng: &engine{Fleet: fleet, obs: map[string]int{}},

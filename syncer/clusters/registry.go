@@ -114,6 +114,16 @@ type entry struct {
 	// reconnectingTo is the server of a new runtime being connected
 	// (make before break), empty when none is.
 	reconnectingTo string
+	// refusal is set while a runtime of the cluster (the active one, or a
+	// reconnect's) reaches a member leafsync refuses: another cluster than
+	// the one recorded, or one another host claims (identity.go).
+	refusal *refusal
+}
+
+// refusal is a runtime whose member is refused, and why.
+type refusal struct {
+	rt  *member.Runtime
+	err *registration.Error
 }
 
 func (e *entry) member() Member {
@@ -135,6 +145,14 @@ func (e *entry) status() Status {
 	if e.reconnectingTo != "" {
 		st.Reason = ReasonReconnecting
 		st.Message = fmt.Sprintf("the kubeconfig changed; connecting to %s while the previous connection keeps serving", e.reconnectingTo)
+	}
+	if f := e.refusal; f != nil {
+		st.Reason, st.Message = f.err.Reason, f.err.Message
+		if f.rt == e.active {
+			st.Phase = PhaseRefused
+		} else {
+			st.Message = "the new kubeconfig is refused, so leafsync keeps using the previous one: " + f.err.Message
+		}
 	}
 	if e.invalid != nil {
 		st.Reason = e.invalid.Reason
@@ -160,7 +178,9 @@ type Registry struct {
 	engine Engine
 	clock  clock.PassiveClock
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// host is the host's identity, once read (identity.go).
+	host     string
 	entries  map[string]*entry               // by cluster name
 	statuses map[types.NamespacedName]Status // by Secret
 	subs     map[*Subscription]struct{}
@@ -198,6 +218,15 @@ func (r *Registry) Members() []Member {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Cluster < out[j].Spec.Cluster })
 	return out
+}
+
+// HostIdentity returns the host's identity (the UID of its kube-system
+// namespace), or "" until leafsync has read it. It is known before any
+// member's runtime starts: member-side ownership labels carry it.
+func (r *Registry) HostIdentity() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.host
 }
 
 // Hysteresis returns the engine's decision for a registered cluster.

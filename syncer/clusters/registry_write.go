@@ -57,7 +57,46 @@ func (r *Registry) reconnectAbandoned(cluster string) {
 	defer r.mu.Unlock()
 	if e := r.entries[cluster]; e != nil {
 		e.reconnectingTo = ""
+		if e.refusal != nil && e.refusal.rt != e.active {
+			e.refusal = nil
+		}
 	}
+}
+
+// setHostIdentity records the host's identity.
+func (r *Registry) setHostIdentity(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.host = id
+}
+
+// identityRefused records that rt reaches a member leafsync refuses. It
+// reports whether the Secret's status changed (rt is still the cluster's
+// active runtime or reconnect, and the reason or message is new).
+func (r *Registry) identityRefused(cluster string, rt *member.Runtime, re *registration.Error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[cluster]
+	if e == nil {
+		return false
+	}
+	if f := e.refusal; f != nil && f.rt == rt && *f.err == *re {
+		return false
+	}
+	e.refusal = &refusal{rt: rt, err: re}
+	return true
+}
+
+// identityConfirmed clears a refusal of rt: its member is the one recorded
+// and this host's to register.
+func (r *Registry) identityConfirmed(cluster string, rt *member.Runtime) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[cluster]; e != nil && e.refusal != nil && e.refusal.rt == rt {
+		e.refusal = nil
+		return true
+	}
+	return false
 }
 
 // replace makes rt, connected for spec, the cluster's active runtime. It
@@ -71,6 +110,9 @@ func (r *Registry) replace(spec *registration.Spec, rt *member.Runtime, conn con
 	}
 	old, prev := e.active, e.spec
 	e.active, e.spec, e.reconnectingTo = rt, spec, ""
+	if e.refusal != nil && e.refusal.rt != rt {
+		e.refusal = nil
+	}
 	e.generation++
 	e.conn = conn
 	r.publishLocked(Event{Type: MemberReplaced, Cluster: spec.Cluster, Member: e.member(), Previous: prev})

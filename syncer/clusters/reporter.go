@@ -109,10 +109,11 @@ func (w *reporter) unknownAnnotations(s *corev1.Secret) {
 var statusAnnotations = []string{
 	registration.AnnotationStatus, registration.AnnotationStatusReason,
 	registration.AnnotationStatusMessage, registration.AnnotationStatusTime,
+	registration.AnnotationMemberIdentity,
 }
 
-// clearStatus removes the status annotations (the Secret no longer
-// registers anything).
+// clearStatus removes the status annotations and the recorded member
+// identity (the Secret no longer registers anything).
 func (w *reporter) clearStatus(ctx context.Context, s *corev1.Secret) error {
 	orig := s.DeepCopy()
 	changed := false

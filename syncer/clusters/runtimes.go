@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/member"
@@ -28,10 +29,17 @@ type runtimes struct {
 	onBreakerChange func(cluster string, from, to member.BreakerState)
 	// enqueue asks for the Secret's status to be written again.
 	enqueue func(types.NamespacedName)
-	log     logr.Logger
+	// verify checks a runtime's member once before it starts (identity.go).
+	verify func(ctx context.Context, spec *registration.Spec, rt *member.Runtime) verdict
+	// releaseClaim drops this host's claim in a deregistered member.
+	releaseClaim func(ctx context.Context, cluster string, rt *member.Runtime)
+	now          func() time.Time
+	clock        clock.Clock
+	log          logr.Logger
 
 	mu       sync.Mutex
 	swaps    map[string]*swap // reconnects in progress, by cluster
+	gates    map[*member.Runtime]context.CancelFunc
 	shutdown bool
 	bg       sync.WaitGroup
 }
@@ -58,7 +66,18 @@ func (r *runtimes) apply(spec *registration.Spec) error {
 			return err
 		}
 		r.reg.add(spec, rt)
-		rt.Start(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		r.gates[rt] = cancel
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			if r.admit(ctx, spec, rt) {
+				rt.Start(context.Background())
+			}
+			r.mu.Lock()
+			delete(r.gates, rt)
+			r.mu.Unlock()
+		}()
 		r.log.Info("member registered", "cluster", spec.Cluster, "server", spec.Server, "leaf", spec.LeafName)
 
 	case m.Spec.ConnectionHash != spec.ConnectionHash:
@@ -70,17 +89,24 @@ func (r *runtimes) apply(spec *registration.Spec) error {
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.settings.SwapTimeout)
+		gate, cancel := context.WithCancel(context.Background())
 		r.swaps[spec.Cluster] = &swap{rt: rt, spec: spec, cancel: cancel}
 		r.reg.reconnecting(spec)
-		rt.Start(context.Background())
 		r.log.Info("member kubeconfig changed: reconnecting", "cluster", spec.Cluster, "server", spec.Server)
 		r.bg.Add(1)
 		go func() {
 			defer r.bg.Done()
 			defer cancel()
+			// The new runtime starts only once its member passed the
+			// identity check; until then the active one keeps serving.
+			if !r.admit(gate, spec, rt) {
+				return // superseded or shutting down; whoever cancelled stops rt
+			}
+			rt.Start(context.Background())
+			ctx, cancelSync := context.WithTimeout(gate, r.settings.SwapTimeout)
+			defer cancelSync()
 			synced := rt.WaitForCacheSync(ctx)
-			if !synced && errors.Is(ctx.Err(), context.Canceled) {
+			if !synced && errors.Is(gate.Err(), context.Canceled) {
 				return // superseded or shutting down; whoever cancelled stops rt
 			}
 			r.promote(spec.Cluster, rt, synced)
@@ -120,11 +146,11 @@ func (r *runtimes) promote(cluster string, rt *member.Runtime, synced bool) {
 		conn.message = fmt.Sprintf("switched to the new kubeconfig for %s although its caches did not sync within %s", sw.spec.Server, r.settings.SwapTimeout)
 	}
 	old, key := r.reg.replace(sw.spec, rt, conn)
-	r.mu.Unlock()
-	r.log.Info("member reconnected", "cluster", cluster, "server", sw.spec.Server, "synced", synced)
 	if old != nil {
 		r.stopAsync(old)
 	}
+	r.mu.Unlock()
+	r.log.Info("member reconnected", "cluster", cluster, "server", sw.spec.Server, "synced", synced)
 	r.enqueue(key)
 }
 
@@ -140,7 +166,21 @@ func (r *runtimes) stop(cluster string, forget bool) Deregistration {
 	}
 	r.cancelSwapLocked(cluster)
 	if active != nil {
-		r.stopAsync(active)
+		if forget && r.releaseClaim != nil && r.gates[active] == nil {
+			// Deregistered: the member may be registered by another host.
+			// Best effort, bounded: an unreachable member keeps its claim
+			// (docs/architecture.md says how to remove it).
+			r.bg.Add(1)
+			go func() {
+				defer r.bg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				r.releaseClaim(ctx, cluster, active)
+				active.Stop()
+			}()
+		} else {
+			r.stopAsync(active)
+		}
 	}
 	if forget {
 		r.engine.Remove(cluster)
@@ -159,6 +199,9 @@ func (r *runtimes) stopAll() {
 		sw.cancel()
 		rts = append(rts, sw.rt)
 	}
+	for _, cancel := range r.gates {
+		cancel()
+	}
 	for _, m := range r.reg.Members() {
 		if m.Runtime != nil {
 			rts = append(rts, m.Runtime)
@@ -171,7 +214,12 @@ func (r *runtimes) stopAll() {
 	r.bg.Wait()
 }
 
+// stopAsync stops rt (and its identity check, if under way) in the
+// background; r.mu must be held.
 func (r *runtimes) stopAsync(rt *member.Runtime) {
+	if cancel := r.gates[rt]; cancel != nil {
+		cancel()
+	}
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
@@ -185,23 +233,26 @@ func (r *runtimes) newRuntime(spec *registration.Spec) (*member.Runtime, error) 
 	rs := r.settings
 	var rt *member.Runtime
 	rt, err := member.New(member.Options{
-		Cluster:      cluster,
-		RESTConfig:   spec.RESTConfig,
-		UserAgent:    rs.UserAgent,
-		Timeout:      rs.Timeout,
-		QPS:          rs.QPS,
-		Burst:        rs.Burst,
-		ProbeTimeout: rs.ProbeTimeout,
-		Breaker:      rs.Breaker,
-		ProbeInterval: func() time.Duration {
-			if cfg, ok := r.engine.Config(cluster); ok && cfg.ProbeInterval.Duration > 0 {
-				return cfg.ProbeInterval.Duration
-			}
-			return hysteresis.DefaultConfig().ProbeInterval.Duration
-		},
+		Cluster:         cluster,
+		RESTConfig:      spec.RESTConfig,
+		UserAgent:       rs.UserAgent,
+		Timeout:         rs.Timeout,
+		QPS:             rs.QPS,
+		Burst:           rs.Burst,
+		ProbeTimeout:    rs.ProbeTimeout,
+		Breaker:         rs.Breaker,
+		ProbeInterval:   func() time.Duration { return r.probeInterval(cluster) },
 		Observe:         func(cluster string, obs hysteresis.Observation) { r.observe(cluster, rt, obs) },
 		OnBreakerChange: r.onBreakerChange,
 		Logger:          r.log,
 	})
 	return rt, err
+}
+
+// probeInterval is the cluster's current probe interval.
+func (r *runtimes) probeInterval(cluster string) time.Duration {
+	if cfg, ok := r.engine.Config(cluster); ok && cfg.ProbeInterval.Duration > 0 {
+		return cfg.ProbeInterval.Duration
+	}
+	return hysteresis.DefaultConfig().ProbeInterval.Duration
 }

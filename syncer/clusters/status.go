@@ -53,11 +53,17 @@ const (
 	ReasonDuplicateLeafName = "DuplicateLeafName"
 	// ReasonLeafRenameWithPods: the leaf is renamed while pods are on it.
 	ReasonLeafRenameWithPods = "LeafRenameWithPods"
-	ReasonUnknownAnnotation  = "UnknownAnnotation"
-	ReasonClientSetupFailed  = "ClientSetupFailed"
-	ReasonDeregistering      = "Deregistering"
-	ReasonDeregistered       = "Deregistered"
-	ReasonCleanupFailed      = "CleanupFailed"
+	// ReasonMemberIdentityChanged: the kubeconfig reaches another cluster
+	// than the member recorded at first contact.
+	ReasonMemberIdentityChanged = "MemberIdentityChanged"
+	// ReasonMemberClaimed: another host registers the member under the
+	// same cluster name (its claim in the member says so).
+	ReasonMemberClaimed     = "MemberClaimed"
+	ReasonUnknownAnnotation = "UnknownAnnotation"
+	ReasonClientSetupFailed = "ClientSetupFailed"
+	ReasonDeregistering     = "Deregistering"
+	ReasonDeregistered      = "Deregistered"
+	ReasonCleanupFailed     = "CleanupFailed"
 )
 
 // Status is what leafsync reports about one registration Secret.

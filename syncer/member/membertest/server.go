@@ -8,8 +8,10 @@ package membertest
 import (
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -30,17 +34,19 @@ type Server struct {
 	userAgent atomic.Value
 	token     atomic.Value
 
-	mu      sync.Mutex
-	nodes   []corev1.Node
-	pods    []corev1.Pod
-	watches int
+	mu         sync.Mutex
+	nodes      []corev1.Node
+	pods       []corev1.Pod
+	watches    int
+	identity   string
+	configMaps map[string]*corev1.ConfigMap // by namespace/name
 }
 
 // NewServer starts a server holding nodes and pods; it accepts the bearer
 // token "token" (see SetToken). It is closed when the test ends.
 func NewServer(t testing.TB, nodes []corev1.Node, pods []corev1.Pod) *Server {
 	t.Helper()
-	s := &Server{nodes: nodes, pods: pods}
+	s := &Server{nodes: nodes, pods: pods, identity: "member-" + t.Name(), configMaps: map[string]*corev1.ConfigMap{}}
 	s.readyCode.Store(http.StatusOK)
 	s.token.Store("token")
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
@@ -147,9 +153,95 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		items := copies(s.pods, "Pod")
 		s.mu.Unlock()
 		s.listOrWatch(w, r, "PodList", items, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}})
+	case "/api/v1/namespaces/kube-system":
+		s.mu.Lock()
+		ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: types.UID(s.identity)}}
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, ns)
+	case "/api/v1/namespaces":
+		writeJSON(w, http.StatusCreated, &corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}})
 	default:
+		if s.configMap(w, r) {
+			return
+		}
 		http.NotFound(w, r)
 	}
+}
+
+// SetIdentity sets the UID of the kube-system namespace (the cluster's
+// identity; the test's name by default).
+func (s *Server) SetIdentity(uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.identity = uid
+}
+
+// ConfigMap returns a ConfigMap created in the server (nil if none).
+func (s *Server) ConfigMap(namespace, name string) *corev1.ConfigMap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.configMaps[namespace+"/"+name]
+}
+
+// configMap serves get, create and delete of ConfigMaps (leafsync's
+// member claim); it reports whether the request was one.
+func (s *Server) configMap(w http.ResponseWriter, r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/api/v1/namespaces/")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 || parts[1] != "configmaps" {
+		return false
+	}
+	ns := parts[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case r.Method == http.MethodPost && len(parts) == 2:
+		body, _ := io.ReadAll(r.Body)
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		cm, ok := obj.(*corev1.ConfigMap)
+		if err != nil || !ok {
+			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest)
+			return true
+		}
+		key := ns + "/" + cm.Name
+		if s.configMaps[key] != nil {
+			writeStatus(w, http.StatusConflict, metav1.StatusReasonAlreadyExists)
+			return true
+		}
+		cm.Namespace, cm.UID, cm.TypeMeta = ns, types.UID("cm-"+cm.Name), metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}
+		s.configMaps[key] = cm
+		writeJSON(w, http.StatusCreated, cm)
+	case len(parts) == 3:
+		key := ns + "/" + parts[2]
+		cm := s.configMaps[key]
+		if cm == nil {
+			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound)
+			return true
+		}
+		if r.Method == http.MethodDelete {
+			delete(s.configMaps, key)
+			writeJSON(w, http.StatusOK, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
+			return true
+		}
+		writeJSON(w, http.StatusOK, cm)
+	default:
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, obj any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason) {
+	writeJSON(w, code, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Reason: reason, Code: int32(code), Message: string(reason)})
 }
 
 const resourceVersion = "100"
