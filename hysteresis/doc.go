@@ -83,26 +83,38 @@
 //
 // Clock steps never freeze the engine. Observation times are wall-clock
 // times, and the wall clock can step (an NTP step, a resumed VM), or a
-// snapshot can come from a leader whose clock ran ahead. An observation
-// earlier than the cluster's last one is never dropped: it counts as one
-// probe interval after the last one (evidence of its outcome, like a probe
-// on time), and every time the cluster holds — Since, OutageSince,
-// UnreachableSince, the last observation, the penalty's decay time, the
-// availability buckets (by whole buckets), the guard's release time — moves
-// back with it, so durations are kept and nothing lies ahead of the new
-// clock. Status.ClockStepBack reports the step (the shell turns it into a
-// Warning Event and a metric). A release of another cluster stamped after
-// an observation's time is taken to be at that time, so the guard's pacing
-// waits massReleaseInterval, never the other clock's lead. A step back
-// that leaves the time still after the last observation only shortens
-// that interval: each step back costs at most one probe interval of
-// evidence. A step ahead cannot be told from a gap: it counts as a probe
-// at most half an interval late (the 1.5×probeInterval cap), and the
-// window and the penalty age by the step. So across steps either way a
-// continuous outage is NotReady no later than notReadyAfter + one probe
-// interval of observations per step back, and a failure streak of n
-// probes every probeInterval needs (n-1)×probeInterval plus half an
-// interval per step ahead to reach notReadyAfter (property-tested).
+// snapshot can come from a leader whose clock ran ahead. No observation is
+// dropped for its time; instead the cluster's times are re-anchored: every
+// time it holds — Since, OutageSince, UnreachableSince, the last
+// observation, the penalty's decay time, the availability buckets (by
+// whole buckets), the guard's release time — moves by the step, so
+// durations are kept and everything reads in the new clock, nothing ahead
+// of it. Status.ClockStep reports the step (the shell turns it into a
+// Warning Event and a metric). How the step is known:
+//   - Within one process, times from time.Now carry Go's monotonic clock
+//     reading, which no step moves: the step is the wall clock's
+//     difference from it between two observations (beyond 1s, or any that
+//     puts the time before the last one), either way, and the observation
+//     keeps its true distance from the last one. A step changes nothing
+//     else: not the streaks, not when NotReady comes.
+//   - Across processes (the last observation was restored from a
+//     snapshot) only the wall clock is known. An observation earlier than
+//     the last one counts as one probe interval after it (evidence of its
+//     outcome, like a probe on time). A step back that leaves the time
+//     still after the last observation only shortens that interval: it
+//     costs at most one probe interval of evidence. A step ahead cannot be
+//     told from a gap: it counts as a probe at most half an interval late
+//     (the 1.5×probeInterval cap), and the window and the penalty age by
+//     it.
+//
+// A release of another cluster stamped after an observation's time (that
+// cluster not yet re-anchored) is taken to be at that time, so the guard's
+// pacing waits massReleaseInterval, never the other clock's lead. So
+// across steps either way a continuous outage is NotReady no later than
+// notReadyAfter + one probe interval of observations per step back, and a
+// failure streak of n probes every probeInterval needs (n-1)×probeInterval
+// plus half an interval per step ahead to reach notReadyAfter (both
+// property-tested without monotonic readings, the harder case).
 //
 // With probes every probeInterval, a continuous outage therefore yields
 // NotReady at the first observation at least notReadyAfter after the first

@@ -70,7 +70,10 @@ type cluster struct {
 	reason     string
 	detail     string
 
-	stepBack time.Duration // how far the last observation stepped back (Status.ClockStepBack)
+	// lastRaw is the last observation's time as given, with its monotonic
+	// clock reading if it had one (never in snapshots).
+	lastRaw  time.Time
+	step     time.Duration // Status.ClockStep
 	counted  bool          // counted in RawFleet.failing
 	slots    [windowBuckets]slot
 	counters Counters
@@ -198,7 +201,7 @@ func (c *cluster) status() Status {
 		Held:             c.held,
 		HeldFor:          c.heldFor,
 		Released:         c.released,
-		ClockStepBack:    c.stepBack,
+		ClockStep:        c.step,
 	}
 }
 
@@ -213,12 +216,10 @@ func norm(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC() }
 // not allocate. Errors (unknown cluster, failure without a valid class)
 // leave the state unchanged.
 //
-// An observation earlier than the cluster's last one (the wall clock
-// stepped back, or the state was restored from a process whose clock ran
-// ahead) is not dropped: the cluster's times are re-anchored so that it
-// comes one probe interval after the last one, and Status.ClockStepBack
-// says by how much the clock stepped back (see "Evidence and gaps" in the
-// package documentation).
+// A clock step is not a reason to drop an observation: the cluster's times
+// are re-anchored to the observation's clock and Status.ClockStep says by
+// how much it stepped (see "Evidence and gaps" in the package
+// documentation).
 func (f *RawFleet) Observe(name string, o Observation) (Status, []Transition, error) {
 	c := f.clusters[name]
 	if c == nil {
@@ -235,21 +236,57 @@ func (f *RawFleet) Observe(name string, o Observation) (Status, []Transition, er
 		}
 	}
 	t := norm(o.Time)
-	c.stepBack = 0
-	if c.lastOut != none && t.Before(c.last) {
-		c.stepBack = c.last.Sub(t)
-		c.counters.ClockSteps++
-		c.reanchor(t.Sub(c.last) - c.cfg.ProbeInterval.Duration)
+	c.step = 0
+	if c.lastOut != none {
+		if step, ok := c.clockStep(o.Time, t); ok {
+			c.step = step
+			c.counters.ClockSteps++
+		}
 	}
+	c.lastRaw = o.Time
 	return f.observe(c, t, out, o)
 }
 
-// reanchor moves every time the cluster holds by off (back, when the
-// clock stepped back), so that its history reads in the clock of the
-// observation that stepped back: durations (streaks, time in states,
-// evidence in the window) stay as they were, and no time lies ahead of
-// the observation. The availability buckets move by whole buckets (off
-// rounded to the bucket width).
+// clockStepSlack is how far the wall clock may drift from the monotonic
+// clock between two probes before it counts as a step (NTP slews by at
+// most 0.5ms/s).
+const clockStepSlack = time.Second
+
+// clockStep re-anchors the cluster's times if the wall clock stepped
+// between the last observation and this one (raw as given, t normalised),
+// and reports the step. Within one process both times carry Go's monotonic
+// clock reading: the step is the wall clock's difference from it, in
+// either direction, and the observation keeps its true distance from the
+// last one. Otherwise (the last observation came from a snapshot, or a
+// clock without monotonic readings) only a time before the last one shows
+// a step: the observation is taken to come one probe interval after the
+// last one.
+func (c *cluster) clockStep(raw, t time.Time) (time.Duration, bool) {
+	wall := t.Sub(c.last)
+	if monotonic(raw) && monotonic(c.lastRaw) {
+		step := wall - raw.Sub(c.lastRaw)
+		if step < -clockStepSlack || step > clockStepSlack || wall < 0 {
+			c.reanchor(step)
+			return step, true
+		}
+		return 0, false
+	}
+	if wall >= 0 {
+		return 0, false
+	}
+	c.reanchor(wall - c.cfg.ProbeInterval.Duration)
+	return wall, true
+}
+
+// monotonic reports whether t carries a monotonic clock reading (as
+// time.Now's do; stripping it changes the value).
+func monotonic(t time.Time) bool { return t != t.Round(0) }
+
+// reanchor moves every time the cluster holds by off (the clock's step),
+// so that its history reads in the clock of the observation that stepped:
+// durations (streaks, time in states, evidence in the window) stay as they
+// were, and no time lies ahead of the observation. The availability
+// buckets move by whole buckets (off rounded to the bucket width).
 func (c *cluster) reanchor(off time.Duration) {
 	for _, t := range []*time.Time{&c.since, &c.outageSince, &c.unreachableSince, &c.last, &c.penaltyAt, &c.releasedAt} {
 		if !t.IsZero() {

@@ -392,8 +392,8 @@ func TestErrors(t *testing.T) {
 	if _, _, err := f.Observe("c", okAt(sec(10)).obs()); err != nil {
 		t.Errorf("equal time: %v", err)
 	}
-	if st, _, err := f.Observe("c", netAt(sec(9)).obs()); err != nil || st.ClockStepBack != sec(1) {
-		t.Errorf("backwards: accepted with error %v, ClockStepBack %v (want nil, 1s)", err, st.ClockStepBack)
+	if st, _, err := f.Observe("c", netAt(sec(9)).obs()); err != nil || st.ClockStep != -sec(1) {
+		t.Errorf("backwards: accepted with error %v, ClockStep %v (want nil, -1s)", err, st.ClockStep)
 	}
 	if err := f.Add("", Overrides{}); err == nil {
 		t.Error("empty name accepted")

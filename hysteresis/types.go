@@ -165,7 +165,9 @@ func classReason(c Class) string {
 // Observation is the outcome of one probe of a member cluster.
 type Observation struct {
 	// Time the probe completed. An observation earlier than the cluster's
-	// previous one is re-anchored, not dropped (Status.ClockStepBack).
+	// previous one is re-anchored, not dropped (Status.ClockStep). Times
+	// from time.Now carry a monotonic clock reading, which lets the engine
+	// see a step of the wall clock between two observations either way.
 	Time time.Time
 	// OK is true if the probe succeeded.
 	OK bool
@@ -210,13 +212,16 @@ type Status struct {
 	// Released: the cluster is NotReady because the guard let go of it
 	// after massHoldMax, during a mass disconnect.
 	Released bool
-	// ClockStepBack is how far the last observation's time lay before the
-	// observation it followed: the wall clock stepped back, or the state
-	// was restored from a process whose clock ran ahead. The engine counted
-	// it as one probe interval after its predecessor and moved the
-	// cluster's times (Since, OutageSince, UnreachableSince, LastObserved…)
-	// back to match. Zero when time went forward, as it should.
-	ClockStepBack time.Duration
+	// ClockStep is how far the wall clock stepped between the previous
+	// observation and the last one (negative: back), zero if it did not.
+	// Within one process it is the wall clock's difference from the
+	// monotonic clock (beyond 1s). Across processes (the previous
+	// observation came from a snapshot) only a step back shows: the last
+	// observation lay -ClockStep before the previous one, which was
+	// written by a clock that ran ahead. Either way the engine moved the
+	// cluster's times (Since, OutageSince, UnreachableSince,
+	// LastObserved…) by the step, so they read in the new clock.
+	ClockStep time.Duration
 }
 
 // Transition is one change of a cluster's decision. From == To when only
@@ -247,7 +252,7 @@ type Counters struct {
 	Penalty float64
 	// MaxPenalty is the highest penalty reached.
 	MaxPenalty float64
-	// ClockSteps counts observations earlier than the one before (see
-	// Status.ClockStepBack).
+	// ClockSteps counts the clock steps seen (Status.ClockStep), either
+	// way.
 	ClockSteps uint64
 }

@@ -5,13 +5,13 @@
 // restores it into the engine before the member's first probe. Writes go
 // through the store's Keeper. See docs/state-store.md.
 //
-// It also reports clock steps: an observation the engine re-anchored
-// because its time lay before the previous one (hysteresis
-// Status.ClockStepBack; a restored snapshot written by a leader whose clock
-// ran ahead shows up this way at the first probe) is logged, becomes a
-// Warning Event ClockStepped on the member's registration Secret, and is
-// written to the store at once, so that no later restore brings back the
-// times from the other clock. The engine counts the steps
+// It also reports clock steps: an observation for which the engine
+// re-anchored the member's times because the wall clock stepped (hysteresis
+// Status.ClockStep; a restored snapshot written by a leader whose clock ran
+// ahead shows up this way at the first probe) is logged, becomes a Warning
+// Event ClockStepped on the member's registration Secret, and is written to
+// the store at once, so that no later restore brings back the times from
+// the other clock. The engine counts the steps
 // (leafsync_member_clock_steps_total).
 package enginestate
 
@@ -261,10 +261,10 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 		p.marks[cluster] = m
 	}
 	m.observed = true
-	stepped := st.ClockStepBack > 0
+	stepped := st.ClockStep != 0
 	if stepped {
-		// The marks are engine times of the old clock: bring them back
-		// to the new one, or checkpoints would wait for the old clock.
+		// The marks are engine times of the old clock: bring them to the
+		// new one, or checkpoints would wait for the old clock.
 		m.written, m.failingAt = earliest(m.written, now), earliest(m.failingAt, now)
 	}
 	failing := inProgress(st)
@@ -301,14 +301,21 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 // ReasonClockStepped is the reason of the Warning Event about a clock step.
 const ReasonClockStepped = "ClockStepped"
 
-// clockStepped tells people that a member's probe times went back.
+// clockStepped tells people that the clock of a member's probes stepped.
 func (p *Persister) clockStepped(cluster string, st hysteresis.Status) {
-	msg := fmt.Sprintf("a probe of member %s is stamped %s, %s before the one before it: "+
-		"leafsync's wall clock stepped back, or its saved state was written by a leader whose clock ran ahead. "+
-		"The probe counts as one probe interval after the previous one, and the member's readiness times "+
-		"were moved back to match; check time synchronisation (NTP) on the nodes leafsync runs on",
-		cluster, st.LastObserved.UTC().Format(time.RFC3339), st.ClockStepBack.Round(time.Millisecond))
-	p.log.Info("clock stepped back: probe re-anchored", "cluster", cluster, "step", st.ClockStepBack.String(), "observed", st.LastObserved)
+	step := st.ClockStep.Round(time.Millisecond)
+	var msg string
+	if step < 0 {
+		msg = fmt.Sprintf("a probe of member %s is stamped %s, %s before the one before it: "+
+			"leafsync's wall clock stepped back, or its saved state was written by a leader whose clock ran ahead",
+			cluster, st.LastObserved.UTC().Format(time.RFC3339), -step)
+	} else {
+		msg = fmt.Sprintf("leafsync's wall clock stepped %s ahead between two probes of member %s (probe stamped %s)",
+			step, cluster, st.LastObserved.UTC().Format(time.RFC3339))
+	}
+	msg += ". No probe is dropped: the member's readiness times were moved by the step and read in the new clock; " +
+		"check time synchronisation (NTP) on the nodes leafsync runs on"
+	p.log.Info("clock stepped: member's readiness times re-anchored", "cluster", cluster, "step", st.ClockStep.String(), "observed", st.LastObserved)
 	if p.opts.Recorder == nil || p.opts.Regarding == nil {
 		return
 	}

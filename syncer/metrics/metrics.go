@@ -148,7 +148,7 @@ var (
 // engine metrics (see StateCollector).
 var (
 	ClockSteps = spec(Spec{Group: "Clocks", Name: "leafsync_member_clock_steps_total", Kind: Counter,
-		Help:   "Probe outcomes of a member stamped earlier than the one before: leafsync's wall clock stepped back, or its saved state came from a leader whose clock ran ahead. None is dropped: each counts as one probe interval after the previous one and the member's readiness times move back with it; a Warning Event ClockStepped on the registration Secret says by how much.",
+		Help:   "Steps of the wall clock seen between two probes of a member: leafsync's clock stepped (measured against its monotonic clock), or its saved state came from a leader whose clock ran ahead. No probe is dropped: the member's readiness times move with the step; a Warning Event ClockStepped on the registration Secret says by how much.",
 		Labels: []string{"cluster"}})
 )
 
