@@ -174,7 +174,7 @@ func (a Admission) notAdmitted(hp *corev1.Pod, cluster string) (reason, msg stri
 			"the pod uses resource claim %s: not supported yet: the member's ResourceClaim (or template) of that name would be used, so the pod is not run in member %s",
 			spec.ResourceClaims[0].Name, cluster)
 	}
-	mp, _ := MemberPod(hp, cluster, "")
+	mp, _ := MemberPod(hp, cluster, "", "")
 	if v := PodSecurityViolations(a.level(), mp); v != "" {
 		return "NotSyncedPodSecurity", fmt.Sprintf(
 			"violates PodSecurity %q: %s; member %s's registration holds its pods to %s, the member's owner can set %s on the Secret",

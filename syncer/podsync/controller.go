@@ -312,7 +312,7 @@ func (ms *memberSync) onMemberPod(obj any) {
 		o = t.Obj
 	}
 	p, ok := o.(*corev1.Pod)
-	if !ok || !ours(p, ms.cluster) {
+	if !ok || !ours(p, ms.cluster, ms.hostIdentity()) {
 		return
 	}
 	ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
@@ -387,7 +387,9 @@ func (ms *memberSync) enqueueAll() {
 	if m.Runtime.HasSynced() {
 		pods, _ := m.Runtime.PodLister().List(labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}))
 		for _, p := range pods {
-			ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
+			if ours(p, ms.cluster, ms.hostIdentity()) {
+				ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
+			}
 		}
 	}
 	for _, r := range ms.c.opts.Keeper.State(ms.cluster).Deletes {
@@ -514,7 +516,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	in := Input{
 		Now: c.opts.Clock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
-		Host: hp, Member: mp, Records: records,
+		Host: hp, Member: mp, Records: records, HostIdentity: c.opts.Registry.HostIdentity(),
 		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),
 		LeafTaints:       node.Spec.Taints,
 		Admission:        c.admissionFor(m),

@@ -121,6 +121,9 @@ type Input struct {
 	Now time.Time
 	// Cluster is the member's name.
 	Cluster string
+	// HostIdentity is the host's identity (LabelHost on what leafsync
+	// creates in members).
+	HostIdentity string
 	// State is the member's hysteresis status.
 	State hysteresis.Status
 	// Policy is the member's stale-eviction policy.
@@ -208,8 +211,25 @@ const (
 	relOther                   // leafsync's, for another host pod of this name
 )
 
-func ours(mp *corev1.Pod, cluster string) bool {
-	return mp.Labels[LabelManaged] == "true" && mp.Labels[LabelCluster] == cluster && mp.Labels[LabelHostUID] != ""
+// ours reports whether a member pod is one leafsync created for this
+// host's registration of cluster.
+func ours(mp *corev1.Pod, cluster, host string) bool {
+	return ownedBy(mp.Labels, cluster, host) && mp.Labels[LabelHostUID] != ""
+}
+
+// ownedBy reports whether a member object's labels say this host's
+// leafsync created it for cluster: managed, the cluster's, and the host's
+// identity. An object without LabelHost was created by a leafsync older
+// than the label; it counts as this host's because pod sync runs only for
+// a member whose claim this host holds (syncer/clusters), so no other host
+// registers the member under this cluster name. An object with another
+// host's identity is never deleted, adopted or relabelled.
+func ownedBy(l map[string]string, cluster, host string) bool {
+	if l[LabelManaged] != "true" || l[LabelCluster] != cluster {
+		return false
+	}
+	h, labelled := l[LabelHost]
+	return !labelled || (h != "" && h == host)
 }
 
 func relate(in Input) relation {
@@ -217,7 +237,7 @@ func relate(in Input) relation {
 	switch {
 	case mp == nil:
 		return relNone
-	case !ours(mp, in.Cluster):
+	case !ours(mp, in.Cluster, in.HostIdentity):
 		return relForeign
 	case in.Host != nil && mp.Labels[LabelHostUID] == string(in.Host.UID):
 		return relSame
@@ -300,7 +320,7 @@ func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 		return // owed and deferred deletes wait for a Ready member; a state change looks again
 	}
 	mp := in.Member
-	if mp == nil || !ours(mp, in.Cluster) || mp.Labels[LabelHostUID] != r.HostUID {
+	if mp == nil || !ours(mp, in.Cluster, in.HostIdentity) || mp.Labels[LabelHostUID] != r.HostUID {
 		p.add(dropGone(r))
 		return
 	}
@@ -383,7 +403,7 @@ func causeText(c string) string {
 // removed by hand); it is handled like a stale eviction.
 func decideOrphan(in Input, p *Plan) {
 	mp := in.Member
-	if mp == nil || !ours(mp, in.Cluster) || mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
+	if mp == nil || !ours(mp, in.Cluster, in.HostIdentity) || mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
 		return
 	}
 	uid := mp.Labels[LabelHostUID]

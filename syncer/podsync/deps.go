@@ -22,13 +22,16 @@ type depKey struct {
 	Kind, Namespace, Name string
 }
 
-func managedLabels(cluster string, hostUID types.UID, host map[string]string) map[string]string {
-	l := make(map[string]string, len(host)+3)
-	for k, v := range host {
+// managedLabels are the labels of a member copy of a host object: the
+// host object's own, and leafsync's ownership (ownedBy).
+func managedLabels(cluster, host string, hostUID types.UID, from map[string]string) map[string]string {
+	l := make(map[string]string, len(from)+4)
+	for k, v := range from {
 		l[k] = v
 	}
 	l[LabelManaged] = "true"
 	l[LabelCluster] = cluster
+	l[LabelHost] = host
 	l[LabelHostUID] = string(hostUID)
 	return l
 }
@@ -50,8 +53,11 @@ const hostObjectPoll = 2 * time.Second
 
 // ownNamespace: leafsync created it for this member.
 func (ms *memberSync) ownNamespace(n *corev1.Namespace) bool {
-	return n.Labels[LabelManaged] == "true" && n.Labels[LabelCluster] == ms.cluster
+	return ownedBy(n.Labels, ms.cluster, ms.hostIdentity())
 }
+
+// hostIdentity is this host's identity (LabelHost).
+func (ms *memberSync) hostIdentity() string { return ms.c.opts.Registry.HostIdentity() }
 
 // ensureNamespace makes sure host pods may run in member namespace ns: one
 // leafsync created for this member (its Pod Security label kept at the
@@ -79,7 +85,7 @@ func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, n
 		return err
 	}
 	n = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		LabelManaged: "true", LabelCluster: ms.cluster, psapi.EnforceLevelLabel: level,
+		LabelManaged: "true", LabelCluster: ms.cluster, LabelHost: ms.hostIdentity(), psapi.EnforceLevelLabel: level,
 	}}}
 	err = member.Retry(ctx, memberRetry, func(ctx context.Context) error {
 		_, err := nsc.Create(ctx, n, metav1.CreateOptions{})
@@ -137,7 +143,7 @@ func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey,
 			version = string(cm.UID) + "/" + cm.ResourceVersion
 			want = &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
-					Labels:      managedLabels(ms.cluster, cm.UID, cm.Labels),
+					Labels:      managedLabels(ms.cluster, ms.hostIdentity(), cm.UID, cm.Labels),
 					Annotations: map[string]string{AnnotationHostResourceVersion: cm.ResourceVersion}},
 				Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable,
 			}
@@ -157,7 +163,7 @@ func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey,
 			version = string(s.UID) + "/" + s.ResourceVersion
 			want = &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
-					Labels:      managedLabels(ms.cluster, s.UID, s.Labels),
+					Labels:      managedLabels(ms.cluster, ms.hostIdentity(), s.UID, s.Labels),
 					Annotations: map[string]string{AnnotationHostResourceVersion: s.ResourceVersion}},
 				Data: s.Data, Type: s.Type, Immutable: s.Immutable,
 			}
@@ -195,7 +201,7 @@ func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey,
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
-	case err == nil && (cur.GetLabels()[LabelManaged] != "true" || cur.GetLabels()[LabelCluster] != ms.cluster):
+	case err == nil && !ownedBy(cur.GetLabels(), ms.cluster, ms.hostIdentity()):
 		delete(ms.copied, k)
 		return refusal{reason: "MemberObjectConflict", after: conflictRetry, msg: fmt.Sprintf(
 			"member cluster %s has %s %s/%s, which leafsync did not create: the pod would use it instead of the host's, so it is not run there (the member's object is neither used nor changed); the member's owner can rename it, or the pod can use another name",
@@ -320,11 +326,15 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 		return err
 	}
 	for _, p := range pods {
+		if !ours(p, ms.cluster, ms.hostIdentity()) {
+			continue
+		}
 		for _, r := range References(&p.Spec) {
 			used[depKey{r.Kind, p.Namespace, r.Name}] = true
 		}
 	}
 
+	// Copies are listed by cluster and kept to this host's (ownedBy).
 	sel := labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}).String()
 	mc := rt.Client().CoreV1()
 	cms, err := mc.ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -333,7 +343,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	}
 	for _, cm := range cms.Items {
 		k := depKey{"ConfigMap", cm.Namespace, cm.Name}
-		if !used[k] {
+		if !used[k] && ownedBy(cm.Labels, ms.cluster, ms.hostIdentity()) {
 			if err := ms.deleteDep(ctx, rt, k, cm.UID); err != nil {
 				errs = append(errs, err)
 			} else {
@@ -347,7 +357,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	}
 	for _, s := range secrets.Items {
 		k := depKey{"Secret", s.Namespace, s.Name}
-		if !used[k] {
+		if !used[k] && ownedBy(s.Labels, ms.cluster, ms.hostIdentity()) {
 			if err := ms.deleteDep(ctx, rt, k, s.UID); err != nil {
 				errs = append(errs, err)
 			} else {

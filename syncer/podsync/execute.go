@@ -254,7 +254,7 @@ func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
 // must stay.
 func (x *execution) confirmNoPodFor(ctx context.Context, hostUID string) error {
 	mp, err := x.memberPodNow(ctx)
-	if err == nil && mp != nil && ours(mp, x.key.Cluster) && mp.Labels[LabelHostUID] == hostUID {
+	if err == nil && mp != nil && ours(mp, x.key.Cluster, x.ms.hostIdentity()) && mp.Labels[LabelHostUID] == hostUID {
 		return requeueError{after: time.Second, why: "member pod of the record exists; the cache has not seen it"}
 	}
 	return err
@@ -417,7 +417,7 @@ func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) e
 // ---- member writes ----
 
 func (x *execution) createMember(ctx context.Context) error {
-	mp, _ := MemberPod(x.hp, x.key.Cluster, x.leaf)
+	mp, _ := MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
 	rt := x.m.Runtime
 	x.ms.depMu.Lock()
 	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace, x.c.admissionFor(x.m))
@@ -519,7 +519,7 @@ func (x *execution) adopt(ctx context.Context, uid types.UID) error {
 	if err := x.c.opts.Keeper.CheckWriter(ctx); err != nil {
 		return fmt.Errorf("not adopting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
-	want, _ := MemberPod(x.hp, x.key.Cluster, x.leaf)
+	want, _ := MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
 	lbls := map[string]any{}
 	for k := range x.mp.Labels {
 		if _, ok := want.Labels[k]; !ok {

@@ -16,7 +16,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 const (
 	testCluster = "member-a"
-	testLeaf    = "leaf-member-a"
+	// testHost is the host's identity.
+	testHost = "host-a"
+	testLeaf = "leaf-member-a"
 )
 
 func hostPod(uid string) *corev1.Pod {
@@ -65,7 +67,7 @@ func deleted(p *corev1.Pod, at time.Time, grace int64, cause string) *corev1.Pod
 
 // memberOf is the member pod leafsync made for hp.
 func memberOf(hp *corev1.Pod, uid string) *corev1.Pod {
-	mp, _ := MemberPod(hp, testCluster, testLeaf)
+	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
 	mp.UID = types.UID(uid)
 	mp.Status.Phase = corev1.PodRunning
 	return mp
@@ -82,7 +84,7 @@ func status(s hysteresis.State) hysteresis.Status {
 
 func input(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) Input {
 	in := Input{
-		Now: t0, Cluster: testCluster, State: status(st), Policy: DeferUntilReplaced,
+		Now: t0, Cluster: testCluster, HostIdentity: testHost, State: status(st), Policy: DeferUntilReplaced,
 		MaxDeferral: 10 * time.Minute, ReapAfter: time.Minute,
 		Host: hp, Member: mp, Records: recs,
 	}

@@ -19,6 +19,10 @@ const (
 	LabelCluster = "leafsync.io/cluster"
 	// LabelHostUID is the UID of the host object a member object stands for.
 	LabelHostUID = "leafsync.io/host-uid"
+	// LabelHost is the identity of the host whose leafsync created a
+	// member object (the UID of the host's kube-system namespace), so that
+	// two hosts sharing a member never take each other's objects.
+	LabelHost = "leafsync.io/host"
 
 	// AnnotationLeaf names the leaf node the host pod was bound to.
 	AnnotationLeaf = "leafsync.io/leaf"

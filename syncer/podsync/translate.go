@@ -31,15 +31,19 @@ const kubeRootCA = "kube-root-ca.crt"
 // service-account token removed — unless the host pod names a member
 // ServiceAccount with AnnotationMemberServiceAccount, in which case the
 // member mounts that ServiceAccount's own token as usual.
-func MemberPod(hp *corev1.Pod, cluster, leaf string) (*corev1.Pod, string) {
+//
+// Its labels say which host (host, the host's identity) and cluster it
+// belongs to (ownedBy).
+func MemberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string) {
 	spec := memberSpec(hp)
 	hash := specHash(&spec)
-	labels := make(map[string]string, len(hp.Labels)+3)
+	labels := make(map[string]string, len(hp.Labels)+4)
 	for k, v := range hp.Labels {
 		labels[k] = v
 	}
 	labels[LabelManaged] = "true"
 	labels[LabelCluster] = cluster
+	labels[LabelHost] = host
 	labels[LabelHostUID] = string(hp.UID)
 	annotations := map[string]string{}
 	for k, v := range hp.Annotations {

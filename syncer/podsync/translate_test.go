@@ -43,7 +43,7 @@ func admitted(uid, tokenVolume string) *corev1.Pod {
 }
 
 func TestMemberPodNoHostToken(t *testing.T) {
-	mp, hash := MemberPod(admitted("h1", "kube-api-access-abcde"), testCluster, testLeaf)
+	mp, hash := MemberPod(admitted("h1", "kube-api-access-abcde"), testCluster, testLeaf, testHost)
 	s := mp.Spec
 	if s.ServiceAccountName != "" || s.DeprecatedServiceAccount != "" {
 		t.Errorf("service account %q/%q, want the member's default", s.ServiceAccountName, s.DeprecatedServiceAccount)
@@ -65,7 +65,7 @@ func TestMemberPodNoHostToken(t *testing.T) {
 
 	opted := admitted("h1", "kube-api-access-abcde")
 	opted.Annotations[AnnotationMemberServiceAccount] = "web-reader"
-	mp, _ = MemberPod(opted, testCluster, testLeaf)
+	mp, _ = MemberPod(opted, testCluster, testLeaf, testHost)
 	if mp.Spec.ServiceAccountName != "web-reader" || mp.Spec.AutomountServiceAccountToken != nil {
 		t.Errorf("opt-in: sa=%q automount=%v, want web-reader and the member's default", mp.Spec.ServiceAccountName, mp.Spec.AutomountServiceAccountToken)
 	}
@@ -83,7 +83,7 @@ func TestMemberPodHostOnlyFields(t *testing.T) {
 	hp.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
 	hp.Spec.Overhead = corev1.ResourceList{}
 	hp.Spec.Hostname, hp.Spec.Subdomain = "web-0", "web"
-	mp, _ := MemberPod(hp, testCluster, testLeaf)
+	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
 	s := mp.Spec
 	if s.NodeName != "" || s.NodeSelector != nil || s.Affinity.NodeAffinity != nil || s.TopologySpreadConstraints != nil ||
 		s.SchedulerName != "" || s.Priority != nil || s.PriorityClassName != "" || s.ReadinessGates != nil || s.Overhead != nil {
@@ -99,7 +99,7 @@ func TestMemberPodHostOnlyFields(t *testing.T) {
 		t.Errorf("tolerations = %+v, want only the non-leafsync one", s.Tolerations)
 	}
 	// Metadata ties the member pod to the host pod.
-	for k, v := range map[string]string{LabelManaged: "true", LabelCluster: testCluster, LabelHostUID: "h1", "app": "web"} {
+	for k, v := range map[string]string{LabelManaged: "true", LabelCluster: testCluster, LabelHost: testHost, LabelHostUID: "h1", "app": "web"} {
 		if mp.Labels[k] != v {
 			t.Errorf("label %s=%q, want %q", k, mp.Labels[k], v)
 		}
