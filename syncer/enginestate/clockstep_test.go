@@ -1,6 +1,7 @@
 package enginestate_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,34 @@ func TestRestartOnSnapshotFromClockAhead(t *testing.T) {
 	third.observe(c, last.LastObserved.Add(p), false)
 	if len(rec.Events) != 0 {
 		t.Errorf("a restore of state saved after the step reports another step: %q", <-rec.Events)
+	}
+}
+
+// A step ahead (seen by the engine against the monotonic clock) is reported
+// too, and the state is written at once.
+func TestClockStepAheadReported(t *testing.T) {
+	fc := testFleetConfig()
+	const c = "m1"
+	m := store.NewMemory()
+	rec := events.NewFakeRecorder(10)
+	secret := &corev1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: "leafsync", Name: "m1"}
+	x := startSim(t, m, fc, enginestate.Options{Recorder: rec, Regarding: func(string) runtime.Object { return secret }}, c)
+	st := x.observe(c, t0, true)
+	puts := m.Puts()
+	st.ClockStep, st.LastObserved = 10*time.Minute, t0.Add(10*time.Minute+time.Second)
+	x.p.Observed(c, st, nil)
+	if err := x.keeper.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m.Puts() == puts {
+		t.Error("state not written after a clock step")
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.HasPrefix(e, "Warning ClockStepped leafsync's wall clock stepped 10m0s ahead between two probes of member m1") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no ClockStepped Event")
 	}
 }
