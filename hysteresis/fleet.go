@@ -286,14 +286,14 @@ func monotonic(t time.Time) bool { return t != t.Round(0) }
 // so that its history reads in the clock of the observation that stepped:
 // durations (streaks, time in states, evidence in the window) stay as they
 // were, and no time lies ahead of the observation. The availability
-// buckets move by whole buckets (off rounded to the bucket width).
+// buckets move by whole buckets (off rounded down to the bucket width).
 func (c *cluster) reanchor(off time.Duration) {
 	for _, t := range []*time.Time{&c.since, &c.outageSince, &c.unreachableSince, &c.last, &c.penaltyAt, &c.releasedAt} {
 		if !t.IsZero() {
 			*t = t.Add(off)
 		}
 	}
-	k := floorDiv(int64(off)+c.width/2, c.width)
+	k := floorDiv(int64(off), c.width) // rounded down: no bucket ends up ahead of the new clock
 	old := c.slots
 	c.slots = [windowBuckets]slot{}
 	for _, s := range old {

@@ -591,9 +591,22 @@ func TestPropClockStepsDeterministic(t *testing.T) {
 		cl := genClusters(t, 1, 5)
 		trace := withClockSteps(t, genTrace(t, cfg, cl, t0, 200))
 		replayStepped := func(f *RawFleet, trace []event) []outputs {
-			out := replay(t, f, trace)
+			out := make([]outputs, len(trace))
 			for i, e := range trace {
+				out[i].st, out[i].trs, _ = f.Observe(e.cluster, e.obs)
+				checkInvariants(t, f, e, out[i].st)
 				checkClockInvariants(t, e, out[i].st)
+				// No evidence lies ahead of the clock after a step.
+				c := f.clusters[e.cluster]
+				now := floorDiv(c.last.UnixNano(), c.width)
+				for _, sl := range c.slots {
+					if (sl.ok != 0 || sl.fail != 0) && sl.epoch > now {
+						t.Fatalf("event %d: window bucket %d ahead of the clock's %d", i, sl.epoch, now)
+					}
+					if sl.ok < 0 || sl.fail < 0 {
+						t.Fatalf("event %d: negative evidence in the window", i)
+					}
+				}
 			}
 			return out
 		}
