@@ -40,7 +40,9 @@ const (
 // memberRules is the least leafsync needs in a member: read Nodes (leaf
 // capacity), run pods (create/update/delete, their status, evictions),
 // create namespaces for them, and the ConfigMaps and Secrets they mount,
-// plus the health endpoints the prober reads.
+// plus the health endpoints the prober reads. The same rules cover the
+// member's identity (get of namespace kube-system, whose UID leafsync
+// pins) and this host's claim (a ConfigMap in leafsync-system).
 var memberRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
