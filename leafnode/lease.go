@@ -168,7 +168,10 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 }
 
 func (h *Heartbeat) apply(ctx context.Context, now metav1.MicroTime) error {
+	// The label too: a Lease made by a leafsync from before the chart's
+	// node fence has none, and gets it at its first renewal.
 	lease := coordinationv1ac.Lease(h.Name, corev1.NamespaceNodeLease).WithUID(h.leaseUID).
+		WithLabels(map[string]string{LabelCluster: h.Cluster}).
 		WithSpec(coordinationv1ac.LeaseSpec().
 			WithHolderIdentity(h.Name).
 			WithLeaseDurationSeconds(int32(h.Duration / time.Second)).

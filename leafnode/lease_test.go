@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -72,4 +73,25 @@ func TestHeartbeatRenewsOnlyWhenTheEngineSaysSo(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// A leaf Lease made by a leafsync from before the node fence has no label;
+// its next renewal adds leafsync.io/cluster, which the fence then requires.
+func TestRenewLabelsAnOldLease(t *testing.T) {
+	ctx := context.Background()
+	leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "l1", Labels: map[string]string{LabelCluster: "eu-1"}}}
+	old := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leaf", Namespace: corev1.NamespaceNodeLease, UID: "lease-1"}}
+	client := fake.NewClientset(leaf, old)
+	hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Duration: 40 * time.Second, Timeout: time.Second,
+		Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()}
+	if err := hb.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "leaf", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Labels[LabelCluster] != "eu-1" || l.Spec.RenewTime == nil {
+		t.Fatalf("lease after renewal: labels %v, renewTime %v; want leafsync.io/cluster=eu-1 and a renewal", l.Labels, l.Spec.RenewTime)
+	}
 }
