@@ -26,15 +26,19 @@ func setupKubeletAPI(mgr manager.Manager, cfg config.Config, reg *clusters.Regis
 		return fmt.Errorf("host client for the kubelet API: %w", err)
 	}
 	srv, err := kubeletapi.New(kubeletapi.Options{
-		Host:           host,
-		Leaves:         nodes.Lister(),
-		Members:        reg,
-		BindAddress:    net.JoinHostPort("", strconv.Itoa(int(k.Port))),
-		CertFile:       k.CertFile,
-		KeyFile:        k.KeyFile,
-		Hosts:          []string{k.Address()},
-		ConnectTimeout: k.ConnectTimeout.Duration,
-		Logger:         mgr.GetLogger(),
+		Host:                          host,
+		Leaves:                        nodes.Lister(),
+		Members:                       reg,
+		BindAddress:                   net.JoinHostPort("", strconv.Itoa(int(k.Port))),
+		CertFile:                      k.CertFile,
+		KeyFile:                       k.KeyFile,
+		Hosts:                         []string{k.Address()},
+		ConnectTimeout:                k.ConnectTimeout.Duration,
+		HandshakeTimeout:              k.HandshakeTimeout.Duration,
+		RequestTimeout:                k.RequestTimeout.Duration,
+		IdleTimeout:                   k.IdleTimeout.Duration,
+		MaxUnauthenticatedConnections: int(k.MaxUnauthenticatedConnections),
+		Logger:                        mgr.GetLogger(),
 	})
 	if err != nil {
 		return err

@@ -32,11 +32,36 @@ type KubeletAPI struct {
 	// and the member's first answer to a log read. A member that does not answer
 	// within it gets a 502, instead of a request that hangs.
 	ConnectTimeout hysteresis.Duration `json:"connectTimeout"`
+	// HandshakeTimeout bounds a new connection's TLS handshake and the
+	// headers of each request on it. A client that connects and says
+	// nothing is disconnected after it.
+	HandshakeTimeout hysteresis.Duration `json:"handshakeTimeout"`
+	// RequestTimeout bounds reading a request and writing its answer, until
+	// leafsync starts proxying it to the member: a request that has been
+	// authenticated and authorised (a followed log, an exec, attach or
+	// port-forward stream) then lasts as long as its user keeps it.
+	RequestTimeout hysteresis.Duration `json:"requestTimeout"`
+	// IdleTimeout closes a kept-alive connection with no request for that
+	// long (the kubelet's 90s).
+	IdleTimeout hysteresis.Duration `json:"idleTimeout"`
+	// MaxUnauthenticatedConnections caps the connections open at once that
+	// have not yet sent an authenticated request; beyond it, new
+	// connections wait to be accepted. An authenticated connection (every
+	// stream is one) no longer counts, so no number of idle strangers
+	// starves the host API server's streams, nor leafsync of memory.
+	MaxUnauthenticatedConnections int32 `json:"maxUnauthenticatedConnections"`
 }
 
 // DefaultKubeletAPI is off, on the kubelet's port.
 func DefaultKubeletAPI() KubeletAPI {
-	return KubeletAPI{Port: 10250, ConnectTimeout: hysteresis.Duration{Duration: 5 * time.Second}}
+	return KubeletAPI{
+		Port:                          10250,
+		ConnectTimeout:                hysteresis.Duration{Duration: 5 * time.Second},
+		HandshakeTimeout:              hysteresis.Duration{Duration: 10 * time.Second},
+		RequestTimeout:                hysteresis.Duration{Duration: time.Minute},
+		IdleTimeout:                   hysteresis.Duration{Duration: 90 * time.Second},
+		MaxUnauthenticatedConnections: 512,
+	}
 }
 
 // Address is the advertised address: AdvertiseAddress or $POD_IP.
@@ -63,6 +88,20 @@ func (k KubeletAPI) validate() error {
 	}
 	if k.ConnectTimeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("kubeletAPI.connectTimeout (%s) must be positive", k.ConnectTimeout))
+	}
+	for _, d := range []struct {
+		name string
+		d    hysteresis.Duration
+	}{{"handshakeTimeout", k.HandshakeTimeout}, {"requestTimeout", k.RequestTimeout}, {"idleTimeout", k.IdleTimeout}} {
+		if d.d.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("kubeletAPI.%s (%s) must be positive", d.name, d.d))
+		}
+	}
+	if k.RequestTimeout.Duration > 0 && k.RequestTimeout.Duration < k.HandshakeTimeout.Duration {
+		errs = append(errs, fmt.Errorf("kubeletAPI.requestTimeout (%s) must be at least handshakeTimeout (%s): it bounds the headers too", k.RequestTimeout, k.HandshakeTimeout))
+	}
+	if k.MaxUnauthenticatedConnections < 1 {
+		errs = append(errs, fmt.Errorf("kubeletAPI.maxUnauthenticatedConnections (%d) must be at least 1", k.MaxUnauthenticatedConnections))
 	}
 	return errors.Join(errs...)
 }

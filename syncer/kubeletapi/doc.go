@@ -9,6 +9,12 @@
 //
 // What a request goes through, in order (Server, handler):
 //
+//  0. Bounded connections: at most MaxUnauthenticatedConnections open at
+//     once before a request on them authenticates (authGate; the rest
+//     wait to be accepted); the TLS handshake and each request's headers
+//     within HandshakeTimeout, the request within RequestTimeout until it
+//     is proxied, a kept-alive connection idle for IdleTimeout at most; a
+//     401 closes its connection.
 //  1. TLS with a serving certificate from files (reloaded when they
 //     change: a cert-manager Certificate's Secret) or self-signed.
 //  2. Authentication as a kubelet does it (delegated): a client
@@ -32,7 +38,9 @@
 //     (its failures count for the breaker); exec, attach and portForward
 //     as a raw upgraded connection (SPDY, or WebSocket if that is what
 //     arrives) dialed with connectTimeout and the member's credentials
-//     (k8s.io/apimachinery/pkg/util/proxy.UpgradeAwareHandler). The
+//     (k8s.io/apimachinery/pkg/util/proxy.UpgradeAwareHandler), through
+//     the proxy the member's transport uses (viaProxy). The read and
+//     write deadlines are lifted first: a stream is the user's. The
 //     kubelet's query (input/output/error/tty = 1, port) becomes the API's
 //     (stdin/stdout/stderr/tty = true, ports); see MemberRequest.
 //

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/rest"
@@ -43,9 +45,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { metrics.KubeletAPIRequestsVec.WithLabelValues(verbLabel, rec.answer()).Inc() }()
 	resp, ok, err := h.authn.AuthenticateRequest(r)
 	if err != nil || !ok {
+		// One answer per connection to a stranger: it keeps no connection
+		// open after it, nor a slot of the gate (authGate).
+		w.Header().Set("Connection", "close")
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
 	}
+	authenticated(r.Context())
 	if err := pathErr; err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -138,8 +144,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// Authorised: the request is the user's now, and lasts as long as
+	// they keep it (a followed log, a stream); only the member's side is
+	// bounded (connectTimeout). Lifting the deadlines must come before a
+	// hijack, which keeps them on the connection.
+	if err := liftDeadlines(w); err != nil {
+		http.Error(w, fmt.Sprintf("lifting the request timeout: %v", err), http.StatusInternalServerError)
+		return
+	}
 	p.serve(rec, r, t, mp)
 	s.log.V(1).Info("served", "verb", t.Verb, "pod", t.Namespace+"/"+t.Pod, "cluster", cluster, "user", resp.User.GetName(), "took", time.Since(start).String())
+}
+
+// liftDeadlines clears the connection's read and write deadlines (a
+// writer without any, as in tests, has none to lift).
+func liftDeadlines(w http.ResponseWriter) error {
+	rc := http.NewResponseController(w)
+	err := errors.Join(rc.SetReadDeadline(time.Time{}), rc.SetWriteDeadline(time.Time{}))
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
 }
 
 // unreachable says why a request to the member would fail now, or "".
@@ -195,8 +220,15 @@ func (s *Server) memberProxy(m clusters.Member) (*memberProxy, error) {
 	}
 	tlsCfg = tlsCfg.Clone()
 	tlsCfg.NextProtos = []string{"http/1.1"} // upgrades need HTTP/1.1
+	// The proxy the member's transport uses for log reads (client-go's
+	// choice): the kubeconfig's proxy-url, or the environment's.
+	proxier := cfg.Proxy
+	if proxier == nil {
+		proxier = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
+	}
 	dialer := &net.Dialer{Timeout: s.o.ConnectTimeout, KeepAlive: 30 * time.Second}
-	conn := &http.Transport{DialContext: answerDeadline(dialer.DialContext, s.o.ConnectTimeout), TLSClientConfig: tlsCfg, TLSHandshakeTimeout: s.o.ConnectTimeout}
+	dial := viaProxy(dialer.DialContext, base.Scheme, proxier, tlsCfg)
+	conn := &http.Transport{DialContext: answerDeadline(dial, s.o.ConnectTimeout), TLSClientConfig: tlsCfg, TLSHandshakeTimeout: s.o.ConnectTimeout}
 	withAuth, err := rest.HTTPWrappersForConfig(cfg, proxy.MirrorRequest)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: credentials: %w", m.Cluster(), err)

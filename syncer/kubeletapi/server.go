@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +65,15 @@ type Options struct {
 	// handshake and the member's answer to the upgrade, a log read's first
 	// answer (config.KubeletAPI).
 	ConnectTimeout time.Duration
-	Logger         logr.Logger
+	// HandshakeTimeout bounds a connection's TLS handshake and each
+	// request's headers; RequestTimeout a request's reading and its
+	// answer's writing until it is proxied (config.KubeletAPI); IdleTimeout
+	// a kept-alive connection without a request.
+	HandshakeTimeout, RequestTimeout, IdleTimeout time.Duration
+	// MaxUnauthenticatedConnections caps the connections open at once
+	// that have not sent an authenticated request yet.
+	MaxUnauthenticatedConnections int
+	Logger                        logr.Logger
 }
 
 // Server is leafsync's kubelet API for its leaves. It runs only on the
@@ -85,6 +95,18 @@ func New(o Options) (*Server, error) {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = time.Minute
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 90 * time.Second
+	}
+	if o.MaxUnauthenticatedConnections <= 0 {
+		o.MaxUnauthenticatedConnections = 512
 	}
 	return &Server{o: o, log: o.Logger.WithName("kubeletapi"), proxy: map[string]*memberProxy{}}, nil
 }
@@ -143,18 +165,30 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	go tlsCtl.Run(1, ctx.Done())
 
+	// Every connection is bounded until it is proxied: net/http gives the
+	// TLS handshake the shortest of these timeouts (HandshakeTimeout),
+	// then each request's headers HandshakeTimeout and the whole exchange
+	// RequestTimeout; the handler lifts the read and write deadlines only
+	// once a request is authorised and proxied (a stream lasts as long as
+	// its user keeps it).
 	srv := &http.Server{
 		Addr:              s.o.BindAddress,
 		Handler:           &handler{s: s, authn: authn, authz: authz},
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: tlsCtl.GetConfigForClient},
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
+		ReadHeaderTimeout: s.o.HandshakeTimeout,
+		ReadTimeout:       s.o.RequestTimeout,
+		WriteTimeout:      s.o.RequestTimeout,
+		IdleTimeout:       s.o.IdleTimeout,
+		ConnContext:       withConn,
+		ErrorLog:          log.New(serverLog{s.log}, "", 0),
 	}
-	ln, err := net.Listen("tcp", s.o.BindAddress)
+	tcp, err := net.Listen("tcp", s.o.BindAddress)
 	if err != nil {
 		return fmt.Errorf("kubeletapi: listen: %w", err)
 	}
-	s.log.Info("serving the kubelet API of the leaves", "address", ln.Addr().String())
+	ln := newAuthGate(tcp, s.o.MaxUnauthenticatedConnections)
+	s.log.Info("serving the kubelet API of the leaves", "address", ln.Addr().String(),
+		"maxUnauthenticatedConnections", s.o.MaxUnauthenticatedConnections)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	select {
@@ -199,4 +233,20 @@ type handler struct {
 	s     *Server
 	authn authenticator.Request
 	authz authorizer.Authorizer
+}
+
+// serverLog takes net/http's error lines into leafsync's log, at debug
+// level. A failed TLS handshake, which every stranger that connects and
+// says nothing ends in, is below even that: thousands of them must not
+// become thousands of log lines.
+type serverLog struct{ log logr.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	v := 1
+	if strings.Contains(msg, "TLS handshake error") {
+		v = 2
+	}
+	l.log.V(v).Info("http server", "error", msg)
+	return len(p), nil
 }
