@@ -11,6 +11,9 @@
 //	                           duplicates (claims.go), finalizer, cleanup hooks
 //	runtimes (runtimes.go)     member runtimes: start, make-before-break
 //	                           reconnect, stop
+//	connect gate (identity.go) a runtime starts only for the member pinned
+//	                           on the Secret and claimed by this host
+//	                           (memberclaim.go)
 //	Registry (registry.go)     what other components read: members, statuses,
 //	                           events (subscription.go)
 //	readiness (readiness.go)   probe outcome -> hysteresis engine -> registry
