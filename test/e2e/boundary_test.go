@@ -236,6 +236,13 @@ func TestMemberOwnersBoundary(t *testing.T) {
 	t.Run("upstream Pod Security baseline checks", func(t *testing.T) {
 		leafPod(t, "psa", "plain", nil) // leafsync creates the member namespace psa
 		waitRunning(t, "psa", "plain")
+		// procMount Unmasked in a user namespace: baseline allows it since
+		// v1.35 (without hostUsers: false the API refuses the pod itself).
+		leafPod(t, "psa", "userns-unmasked", func(p *corev1.Pod) {
+			p.Spec.HostUsers = ptr.To(false)
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)}
+		})
+		waitRunning(t, "psa", "userns-unmasked")
 		if n, err := mc.CoreV1().Namespaces().Get(ctx, "psa", metav1.GetOptions{}); err != nil || n.Labels["pod-security.kubernetes.io/enforce"] != "baseline" {
 			t.Fatalf("member namespace psa: %v %v", n, err)
 		}
@@ -272,6 +279,10 @@ func TestMemberOwnersBoundary(t *testing.T) {
 			{"selinux-type", "seLinuxOptions", func(p *corev1.Pod) {
 				sc(p).SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
 			}},
+			{"windows-host-process", "hostProcess", func(p *corev1.Pod) {
+				p.Spec.HostNetwork = true // the API requires it of hostProcess pods
+				p.Spec.SecurityContext = &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}}
+			}},
 			{"probe-host", "probe or lifecycle host", func(p *corev1.Pod) {
 				p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					TCPSocket: &corev1.TCPSocketAction{Host: "169.254.169.254", Port: intstr.FromInt32(80)},
@@ -292,7 +303,7 @@ func TestMemberOwnersBoundary(t *testing.T) {
 				return err
 			}
 			for _, c := range checks {
-				n, err := eventSays(ws[c.name], `violates PodSecurity "baseline:latest": `+c.reason, annPodSecurity)
+				n, err := eventSays(ws[c.name], `violates PodSecurity "baseline:latest": `, c.reason, annPodSecurity)
 				if err != nil {
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
