@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,24 +25,43 @@ import (
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
-// connectProxy is an HTTP proxy that tunnels CONNECT requests and
-// records their targets.
-type connectProxy struct {
-	*httptest.Server
+// tunnelProxy is a proxy in a test that records the targets of the
+// tunnels it opens.
+type tunnelProxy struct {
+	URL     string
 	mu      sync.Mutex
 	tunnels []string
 }
 
-func newConnectProxy(t *testing.T) *connectProxy {
-	p := &connectProxy{}
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (p *tunnelProxy) opened(target string) {
+	p.mu.Lock()
+	p.tunnels = append(p.tunnels, target)
+	p.mu.Unlock()
+}
+
+func (p *tunnelProxy) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.tunnels)
+}
+
+// splice copies both ways until one side ends.
+func splice(a, b net.Conn) {
+	go func() { _, _ = io.Copy(a, b); a.Close() }()
+	_, _ = io.Copy(b, a)
+	b.Close()
+}
+
+// newConnectProxy is an HTTP (or, overTLS, HTTPS) proxy that tunnels
+// CONNECT requests.
+func newConnectProxy(t *testing.T, overTLS bool) *tunnelProxy {
+	p := &tunnelProxy{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
 			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
 			return
 		}
-		p.mu.Lock()
-		p.tunnels = append(p.tunnels, r.Host)
-		p.mu.Unlock()
+		p.opened(r.Host)
 		upstream, err := net.Dial("tcp", r.Host)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -53,24 +73,85 @@ func newConnectProxy(t *testing.T) *connectProxy {
 			return
 		}
 		_, _ = io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n")
-		go func() { _, _ = io.Copy(upstream, client); upstream.Close() }()
-		_, _ = io.Copy(client, upstream)
-		client.Close()
+		splice(client, upstream)
 	}))
-	t.Cleanup(p.Close)
+	if overTLS {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
 	return p
 }
 
-func (p *connectProxy) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.tunnels)
+// newSOCKS5Proxy is a SOCKS5 proxy (no authentication, CONNECT to an
+// IPv4 address: what the test needs of RFC 1928).
+func newSOCKS5Proxy(t *testing.T) *tunnelProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &tunnelProxy{URL: "socks5://" + ln.Addr().String()}
+	serve := func(c net.Conn) {
+		defer c.Close()
+		hello := make([]byte, 2)
+		if _, err := io.ReadFull(c, hello); err != nil || hello[0] != 5 {
+			return
+		}
+		if _, err := io.ReadFull(c, make([]byte, hello[1])); err != nil {
+			return
+		}
+		_, _ = c.Write([]byte{5, 0}) // no authentication
+		req := make([]byte, 10)      // ver, cmd, rsv, atyp=1, 4 bytes IPv4, 2 bytes port
+		if _, err := io.ReadFull(c, req); err != nil || req[1] != 1 || req[3] != 1 {
+			return
+		}
+		target := net.JoinHostPort(net.IP(req[4:8]).String(), strconv.Itoa(int(req[8])<<8|int(req[9])))
+		p.opened(target)
+		upstream, err := net.Dial("tcp", target)
+		if err != nil {
+			_, _ = c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
+			return
+		}
+		_, _ = c.Write([]byte{5, 0, 0, 1, 0, 0, 0, 0, 0, 0})
+		splice(c, upstream)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return p
 }
 
 // TestStreamsHonourProxyURL: with a proxy-url in the member's kubeconfig
 // (rest.Config.Proxy), an exec (an upgrade) reaches the member through
-// that proxy, as a log read does, with the member's credentials.
+// that proxy, as a log read does, with the member's credentials; through
+// an http, https and socks5 proxy.
 func TestStreamsHonourProxyURL(t *testing.T) {
+	for _, kind := range []string{"http", "https", "socks5"} {
+		t.Run(kind+" proxy", func(t *testing.T) {
+			// (httptest's TLS servers share one certificate: the member's
+			// CA trusts an https proxy too.)
+			var p *tunnelProxy
+			switch kind {
+			case "socks5":
+				p = newSOCKS5Proxy(t)
+			default:
+				p = newConnectProxy(t, kind == "https")
+			}
+			testStreamsThroughProxy(t, p)
+		})
+	}
+}
+
+func testStreamsThroughProxy(t *testing.T, proxySrv *tunnelProxy) {
 	memberSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer token" {
 			http.Error(w, "no credentials", http.StatusUnauthorized)
@@ -88,7 +169,6 @@ func TestStreamsHonourProxyURL(t *testing.T) {
 		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\nstream output")
 	}))
 	defer memberSrv.Close()
-	proxySrv := newConnectProxy(t)
 	proxyURL, _ := url.Parse(proxySrv.URL)
 	memberHost := strings.TrimPrefix(memberSrv.URL, "https://")
 
