@@ -58,9 +58,13 @@
 //
 // # Failure classes
 //
-// network (timeouts, refused, reset, DNS) and server (5xx, 429) failures are
-// evidence that the member is unreachable: they move Ready → Suspect and can
-// lead to NotReady. auth (401/403) and config failures are leafsync's own
+// network (timeouts, refused, reset, DNS) and server (5xx, 429, or an answer
+// that is not the API server's: a redirect, an HTML or empty 404, a 200 that
+// is not "ok") failures are evidence that the member is unreachable: they
+// move Ready → Suspect and can lead to NotReady. Only the member's API server
+// can blame leafsync: auth (its 401/403, a Kubernetes Status; a rejected
+// client certificate) and config (its other 4xx; a server certificate
+// leafsync cannot trust, a bad URL) failures are leafsync's own
 // problem: they cordon after cordonAfter and surface as Reason AuthFailure or
 // ConfigFailure, but never move a cluster towards NotReady. They neither
 // extend nor break a network/server failure streak, and they break a success

@@ -13,9 +13,11 @@ type Class uint8
 const (
 	// ClassNetwork: timeout, connection refused or reset, DNS.
 	ClassNetwork Class = iota + 1
-	// ClassServer: the member's API server answered 5xx or 429.
+	// ClassServer: the member's API server answered 5xx or 429, or what
+	// answered at its address is not an API server (a proxy's HTML 404).
 	ClassServer
-	// ClassAuth: 401/403 — leafsync's credentials, not the member, are wrong.
+	// ClassAuth: the API server's 401/403 — leafsync's credentials, not the
+	// member, are wrong.
 	ClassAuth
 	// ClassConfig: leafsync cannot even build a client (bad kubeconfig…).
 	ClassConfig

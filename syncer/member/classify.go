@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -13,37 +14,67 @@ import (
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
 
-// ClassifyStatus classifies an HTTP answer of a member API server: 2xx
-// is no failure (failed=false), 401/403 is auth, 5xx and 429 are server,
-// any other 4xx is config (the request leafsync built is wrong for this
-// server), and so is a 3xx: an API server does not redirect its own
-// paths, leafsync follows no redirect (the member's credentials would go
-// with it), and what answered is not the API server the registration
-// names.
-func ClassifyStatus(code int) (class hysteresis.Class, failed bool) {
+// classifyAnswer classifies an HTTP answer of a member. fromAPIServer says
+// that its body is a Kubernetes Status object (isAPIStatus), which a
+// Kubernetes API server sends with every error. 2xx is no failure
+// (failed=false); 5xx and 429 are server. Only the member's API server can
+// say that leafsync is at fault: its 401/403 is auth, its other 4xx config
+// (the request leafsync built is wrong for this server). Any other answer —
+// a 3xx, or a 4xx that is not a Status (an HTML page, a load balancer's or
+// proxy's own 404, an empty body) — is server: something other than the
+// API server answers at its address (a front whose backend is gone, a
+// captive portal), so it is outage evidence like a proxy's 502. It is
+// server rather than network because the member's address did answer.
+// leafsync follows no redirect: the member's credentials would go with it.
+func classifyAnswer(code int, fromAPIServer bool) (class hysteresis.Class, failed bool) {
 	switch {
-	case code >= 300 && code < 400:
-		return hysteresis.ClassConfig, true
-	case code < 400:
+	case code >= 200 && code < 300:
 		return 0, false
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return hysteresis.ClassAuth, true
 	case code == http.StatusTooManyRequests || code >= 500:
 		return hysteresis.ClassServer, true
-	default:
+	case fromAPIServer && (code == http.StatusUnauthorized || code == http.StatusForbidden):
+		return hysteresis.ClassAuth, true
+	case fromAPIServer && code >= 400:
 		return hysteresis.ClassConfig, true
+	default:
+		return hysteresis.ClassServer, true
 	}
+}
+
+// isAPIStatus reports whether body is a Kubernetes Status object (kind
+// Status, apiVersion v1), the body of every error a Kubernetes API server
+// answers.
+func isAPIStatus(body []byte) bool {
+	var tm metav1.TypeMeta
+	return json.Unmarshal(body, &tm) == nil && tm.Kind == "Status" && tm.APIVersion == "v1"
+}
+
+// fromAPIServer reports whether a client-go error carries a Status the
+// server sent: client-go marks an error it made up from another body (HTML,
+// text, empty) with a cause of type UnexpectedServerResponse.
+func fromAPIServer(status metav1.Status) bool {
+	if status.Details == nil {
+		return true
+	}
+	for _, c := range status.Details.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return false
+		}
+	}
+	return true
 }
 
 // Classify returns the failure class of an error from a call to a member:
 // network (timeout, refused, reset, DNS, breaker open after network
-// failures), server (5xx, 429), auth (401/403, client certificate rejected
-// in the TLS handshake), config (server certificate not trusted, bad URL,
-// a server that does not speak TLS, other 4xx). Errors it does not recognise
+// failures), server (5xx, 429, an answer that is not the API server's: see
+// classifyAnswer), auth (the API server's 401/403, client certificate
+// rejected in the TLS handshake), config (server certificate not trusted,
+// bad URL, a server that does not speak TLS, the API server's other 4xx). Errors it does not recognise
 // are network: an unknown failure is most likely the link, and treating it
 // as such keeps the leaf's readiness decision with the hysteresis.
 func Classify(err error) hysteresis.Class {
@@ -59,7 +90,7 @@ func Classify(err error) hysteresis.Class {
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Code != 0 {
-		if class, failed := ClassifyStatus(int(status.Status().Code)); failed {
+		if class, failed := classifyAnswer(int(status.Status().Code), fromAPIServer(status.Status())); failed {
 			return class
 		}
 	}

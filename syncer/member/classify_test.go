@@ -36,6 +36,13 @@ func TestClassify(t *testing.T) {
 		{"401", apierrors.NewUnauthorized("x"), hysteresis.ClassAuth},
 		{"403", apierrors.NewForbidden(gr, "p", errors.New("x")), hysteresis.ClassAuth},
 		{"404", apierrors.NewNotFound(gr, "p"), hysteresis.ClassConfig},
+		// client-go makes these up from an answer that is not a Status
+		// (HTML, text, empty): not the API server, so outage evidence.
+		{"404 not a Status", apierrors.NewGenericServerResponse(404, "GET", gr, "", "<html>404</html>", 0, true), hysteresis.ClassServer},
+		{"401 not a Status", apierrors.NewGenericServerResponse(401, "GET", gr, "", "", 0, true), hysteresis.ClassServer},
+		{"403 not a Status", apierrors.NewGenericServerResponse(403, "GET", gr, "", "Access denied", 0, true), hysteresis.ClassServer},
+		{"302", apierrors.NewGenericServerResponse(302, "GET", gr, "", "", 0, true), hysteresis.ClassServer},
+		{"502 not a Status", apierrors.NewGenericServerResponse(502, "GET", gr, "", "<html>Bad Gateway</html>", 0, true), hysteresis.ClassServer},
 		{"unknown CA", &url.Error{Op: "Get", URL: "https://x", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, hysteresis.ClassConfig},
 		{"hostname", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "x"}, hysteresis.ClassConfig},
 		{"not TLS", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, hysteresis.ClassConfig},

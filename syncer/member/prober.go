@@ -17,13 +17,21 @@ import (
 	"github.com/leafsync/leafsync/syncer/metrics"
 )
 
+// maxProbeBody bounds what a probe reads of an answer: enough for "ok" or
+// a Kubernetes Status, and for the start of anything else.
+const maxProbeBody = 4 << 10
+
 // ObserveFunc receives every probe outcome of a member.
 type ObserveFunc func(cluster string, obs hysteresis.Observation)
 
 // Prober checks a member's API server with GET /readyz and classifies the
-// outcome for the hysteresis engine. It is the only source of readiness
-// evidence; its client must not pass through the member's breaker, and
-// must follow no redirect: a redirect is a config failure (ClassifyStatus).
+// outcome for the hysteresis engine. Only the API server can say "I am
+// here" (a 200 with the body "ok") or "leafsync is at fault" (a
+// Kubernetes Status with 401/403/4xx: auth or config); any other answer,
+// such as a load balancer's HTML 404 once the API server behind it is
+// gone, is outage evidence (classifyAnswer). It is the only source of
+// readiness evidence; its client must not pass through the member's
+// breaker, and must follow no redirect (the credentials would go with it).
 type Prober struct {
 	cluster  string
 	client   *http.Client
@@ -159,15 +167,20 @@ func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Obser
 		}
 		return hysteresis.Observation{Time: p.clock.Now(), Class: class, Detail: describe(class, err.Error())}
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
 	_ = resp.Body.Close()
-	class, failed := ClassifyStatus(resp.StatusCode)
-	if !failed {
-		return hysteresis.Observation{Time: p.clock.Now(), OK: true}
-	}
+	apiStatus := isAPIStatus(body)
+	class, failed := classifyAnswer(resp.StatusCode, apiStatus)
 	text := strings.TrimSpace(string(body))
+	if !failed {
+		if text == "ok" {
+			return hysteresis.Observation{Time: p.clock.Now(), OK: true}
+		}
+		// A captive portal, a load balancer's page: not the API server.
+		class = hysteresis.ClassServer
+	}
 	var status metav1.Status
-	if strings.HasPrefix(text, "{") && json.Unmarshal(body, &status) == nil && status.Message != "" {
+	if apiStatus && json.Unmarshal(body, &status) == nil && status.Message != "" {
 		text = status.Message // a Kubernetes Status: its message is the useful part
 	}
 	if len(text) > 300 {
@@ -181,6 +194,12 @@ func (p *Prober) do(ctx context.Context, timeout time.Duration) hysteresis.Obser
 		detail += " to " + loc + ", not followed (the member's credentials would go with it)"
 	} else if text != "" {
 		detail += ": " + strings.Join(strings.Fields(text), " ")
+	} else {
+		detail += ", empty body"
+	}
+	if !apiStatus && class == hysteresis.ClassServer && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+		return hysteresis.Observation{Time: p.clock.Now(), Class: class,
+			Detail: "member API server not reached: what answers at its address is not a Kubernetes API server (" + detail + ")"}
 	}
 	return hysteresis.Observation{Time: p.clock.Now(), Class: class, Detail: describe(class, detail)}
 }

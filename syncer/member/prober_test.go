@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"net"
@@ -44,7 +45,9 @@ func tlsConfigFor(srv *httptest.Server) *rest.Config {
 	}
 }
 
-func statusServer(t *testing.T, code int) *httptest.Server {
+// answerServer answers GET /readyz with code, content type and body, and
+// checks that the probe carries the member's token.
+func answerServer(t *testing.T, code int, contentType, body string) *httptest.Server {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
 			http.NotFound(w, r)
@@ -53,29 +56,69 @@ func statusServer(t *testing.T, code int) *httptest.Server {
 		if got := r.Header.Get("Authorization"); got != "Bearer token" {
 			t.Errorf("Authorization = %q", got)
 		}
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		if code >= 300 && code < 400 {
+			w.Header().Set("Location", "https://login.example/portal")
+		}
 		w.WriteHeader(code)
-		_, _ = w.Write([]byte("body text"))
+		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
+// apiStatus is the body a Kubernetes API server sends with an error.
+func apiStatus(t *testing.T, code int32, reason metav1.StatusReason, message string) string {
+	b, err := json.Marshal(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Message: message, Reason: reason, Code: code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestProberClassification: only the member's API server can say "I am
+// here" (200 "ok") or "leafsync is at fault" (a Kubernetes Status with
+// 401/403/404). Anything else at its address — a load balancer's HTML
+// 404, an empty 404, a proxy's 502 page, a redirect, a 200 that is not
+// "ok" — is outage evidence (server), so a member whose API server is gone
+// behind a front goes NotReady instead of staying cordoned and Ready.
 func TestProberClassification(t *testing.T) {
+	const html = "text/html; charset=utf-8"
+	page := "<html><head><title>404 Not Found</title></head><body><center><h1>404 Not Found</h1></center><hr><center>nginx</center></body></html>"
 	for _, tc := range []struct {
-		code  int
-		ok    bool
-		class hysteresis.Class
+		name        string
+		code        int
+		contentType string
+		body        string
+		ok          bool
+		class       hysteresis.Class
+		detail      string // the detail names the answer
 	}{
-		{200, true, 0},
-		{500, false, hysteresis.ClassServer},
-		{503, false, hysteresis.ClassServer},
-		{429, false, hysteresis.ClassServer},
-		{401, false, hysteresis.ClassAuth},
-		{403, false, hysteresis.ClassAuth},
-		{404, false, hysteresis.ClassConfig},
+		{"ok", 200, "text/plain; charset=utf-8", "ok", true, 0, ""},
+		{"ok with newline", 200, "text/plain", "ok\n", true, 0, ""},
+		{"Status 401", 401, "application/json", apiStatus(t, 401, metav1.StatusReasonUnauthorized, "Unauthorized"), false, hysteresis.ClassAuth, "401 Unauthorized: Unauthorized"},
+		{"Status 403", 403, "application/json", apiStatus(t, 403, metav1.StatusReasonForbidden, `forbidden: User "x" cannot get path "/readyz"`), false, hysteresis.ClassAuth, `cannot get path "/readyz"`},
+		{"Status 404", 404, "application/json", apiStatus(t, 404, metav1.StatusReasonNotFound, "the server could not find the requested resource"), false, hysteresis.ClassConfig, "could not find the requested resource"},
+		{"Status 500", 500, "application/json", apiStatus(t, 500, metav1.StatusReasonInternalError, "etcd down"), false, hysteresis.ClassServer, "etcd down"},
+		{"text 503", 503, "text/plain", "[-]etcd failed: reason withheld", false, hysteresis.ClassServer, "etcd failed"},
+		{"429", 429, "application/json", apiStatus(t, 429, metav1.StatusReasonTooManyRequests, "slow down"), false, hysteresis.ClassServer, "slow down"},
+		{"HTML 404", 404, html, page, false, hysteresis.ClassServer, "not a Kubernetes API server (GET /readyz: 404 Not Found: <html>"},
+		{"empty 404", 404, "", "", false, hysteresis.ClassServer, "404 Not Found, empty body"},
+		{"text 404", 404, "text/plain; charset=utf-8", "404 page not found", false, hysteresis.ClassServer, "404 page not found"},
+		{"HTML 401", 401, html, "<html><body>Sign in</body></html>", false, hysteresis.ClassServer, "Sign in"},
+		{"HTML 403", 403, html, "<html><body>Access denied</body></html>", false, hysteresis.ClassServer, "Access denied"},
+		{"JSON 404 not a Status", 404, "application/json", `{"error":"no route"}`, false, hysteresis.ClassServer, "no route"},
+		{"HTML 502", 502, html, "<html><body>502 Bad Gateway</body></html>", false, hysteresis.ClassServer, "502 Bad Gateway"},
+		{"302", 302, html, "", false, hysteresis.ClassServer, "302 Found to https://login.example/portal, not followed"},
+		{"200 HTML", 200, html, "<html><body>Welcome to the guest network</body></html>", false, hysteresis.ClassServer, "200 OK: <html><body>Welcome"},
+		{"200 empty", 200, "", "", false, hysteresis.ClassServer, "200 OK, empty body"},
+		{"200 not ok", 200, "text/plain", "okay", false, hysteresis.ClassServer, "200 OK: okay"},
 	} {
-		t.Run(http.StatusText(tc.code), func(t *testing.T) {
-			srv := statusServer(t, tc.code)
+		t.Run(tc.name, func(t *testing.T) {
+			srv := answerServer(t, tc.code, tc.contentType, tc.body)
 			obs := probeOnce(t, tlsConfigFor(srv), nil)
 			if obs.OK != tc.ok || obs.Class != tc.class {
 				t.Fatalf("got ok=%v class=%v (%s), want ok=%v class=%v", obs.OK, obs.Class, obs.Detail, tc.ok, tc.class)
@@ -83,10 +126,30 @@ func TestProberClassification(t *testing.T) {
 			if obs.Time.IsZero() {
 				t.Error("observation without time")
 			}
-			if !tc.ok && !strings.Contains(obs.Detail, "body text") {
-				t.Errorf("detail %q lacks the server's answer", obs.Detail)
+			if !strings.Contains(obs.Detail, tc.detail) {
+				t.Errorf("detail %q lacks %q", obs.Detail, tc.detail)
 			}
 		})
+	}
+}
+
+// TestProberReadsABoundedBody: an endless answer is read only up to
+// maxProbeBody, and the probe ends.
+func TestProberReadsABoundedBody(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusNotFound)
+		chunk := []byte(strings.Repeat("<p>lost</p>", 100))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	obs := probeOnce(t, tlsConfigFor(srv), nil)
+	if obs.OK || obs.Class != hysteresis.ClassServer || strings.Contains(obs.Detail, "no answer within") {
+		t.Fatalf("got %+v, want a server failure read from the start of the answer", obs)
 	}
 }
 
@@ -174,6 +237,7 @@ func TestProberBypassesBreaker(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			readyz.Add(1)
+			_, _ = w.Write([]byte("ok"))
 			return
 		}
 		other.Add(1)
@@ -226,7 +290,7 @@ func TestProberBypassesBreaker(t *testing.T) {
 // (never sooner), stamps outcomes with that clock, and returns when its
 // context ends.
 func TestProberRun(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer srv.Close()
 	got := make(chan hysteresis.Observation, 10)
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -18,8 +18,9 @@ import (
 // TestNoRedirectCarriesCredentials: a member whose API server redirects
 // every request (/readyz, a LIST, the informers' LIST) to another server
 // sends that server nothing: neither the prober nor the clients follow,
-// so the member's token stays home. The probe is a config failure that
-// says why.
+// so the member's token stays home. What redirects is not an API server
+// (an API server does not redirect its own paths): the probe is outage
+// evidence (server) that says why, and so is the LIST's error.
 func TestNoRedirectCarriesCredentials(t *testing.T) {
 	var mu sync.Mutex
 	var leaked []string // what the other server received
@@ -43,8 +44,8 @@ func TestNoRedirectCarriesCredentials(t *testing.T) {
 	cfg := tlsConfigFor(srv)
 
 	obs := probeOnce(t, cfg, nil)
-	if obs.OK || obs.Class != hysteresis.ClassConfig || !strings.Contains(obs.Detail, "302 Found to "+elsewhere.URL+"/readyz, not followed") {
-		t.Errorf("probe of a redirecting /readyz: %+v; want a config failure naming the redirect", obs)
+	if obs.OK || obs.Class != hysteresis.ClassServer || !strings.Contains(obs.Detail, "302 Found to "+elsewhere.URL+"/readyz, not followed") {
+		t.Errorf("probe of a redirecting /readyz: %+v; want a server failure naming the redirect", obs)
 	} else {
 		t.Logf("probe: %s", obs.Detail)
 	}
@@ -55,8 +56,8 @@ func TestNoRedirectCarriesCredentials(t *testing.T) {
 	}
 	defer rt.Stop()
 	_, err = rt.Client().CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
-	if err == nil || Classify(err) != hysteresis.ClassConfig {
-		t.Errorf("LIST answered by a redirect: %v (class %v); want an error of class config", err, Classify(err))
+	if err == nil || Classify(err) != hysteresis.ClassServer {
+		t.Errorf("LIST answered by a redirect: %v (class %v); want an error of class server", err, Classify(err))
 	}
 	// The informers LIST with a client of their own.
 	ctx, cancel := context.WithCancel(context.Background())

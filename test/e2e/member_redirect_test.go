@@ -23,8 +23,9 @@ import (
 // TestMemberRedirectCarriesNoToken: a registered member whose API server
 // answers every request (its /readyz, the informers' LISTs) with a
 // redirect to another server: leafsync follows none, so that server
-// receives nothing, and the registration says the member is
-// misconfigured.
+// receives nothing. What redirects is not the member's API server, so the
+// registration says the member is unreachable (outage evidence, not
+// leafsync's configuration).
 func TestMemberRedirectCarriesNoToken(t *testing.T) {
 	var mu sync.Mutex
 	var leaked []string
@@ -78,9 +79,9 @@ func TestMemberRedirectCarriesNoToken(t *testing.T) {
 		t.Errorf("the server the member's redirects pointed at received %d requests: %v", len(leaked), leaked)
 	}
 	mu.Unlock()
-	// The redirect is the member's answer, of class config: the
+	// The redirect is not the API server's answer, of class server: the
 	// registration says so.
-	s := waitStatus(t, f, secret, "Misconfigured", "MemberMisconfigured", 30*time.Second)
+	s := waitStatus(t, f, secret, "Unreachable", "MemberServerError", 30*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("the member was asked %v; registration status %s/%s: %s", asked, s.Annotations[annStatus], s.Annotations[annStatusReason], s.Annotations[annStatusMessage])
