@@ -84,7 +84,7 @@ func connectionFor(obs hysteresis.Observation, server string, secret types.Names
 			". Check the server URL in data.kubeconfig of Secret %s: it must be the member's Kubernetes API server", secret)}
 	case hysteresis.ClassServer:
 		return connection{PhaseUnreachable, ReasonServerError, what +
-			". Check the member's control plane (API server, etcd); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
+			". Check the member's control plane (API server, etcd), or what answers at the server URL (a load balancer or proxy, the URL's path); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
 	default:
 		return connection{PhaseUnreachable, ReasonUnreachable, what +
 			". Check that the server URL resolves and is reachable from leafsync's pod (DNS, firewall, NetworkPolicy, proxy); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}

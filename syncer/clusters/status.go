@@ -25,7 +25,7 @@ const (
 	// PhaseUnauthorized: the member rejects leafsync's credentials.
 	PhaseUnauthorized Phase = "Unauthorized"
 	// PhaseMisconfigured: leafsync cannot talk to the member as configured
-	// (server certificate not trusted, not TLS, wrong URL path…).
+	// (server certificate not trusted, not TLS, a malformed URL…).
 	PhaseMisconfigured Phase = "Misconfigured"
 	// PhaseRefused: the Secret is invalid or unsafe; nothing runs for it.
 	PhaseRefused Phase = "Refused"
