@@ -29,18 +29,29 @@ const leaderElectionID = "leafsync-leader"
 func newDeregisterCommand() *cobra.Command {
 	var kubeconfig, namespace string
 	var clusters []string
-	var all bool
+	var all, orphan bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "deregister (--cluster NAME ... | --all)",
-		Short: "Deregister member clusters and wait until leafsync has removed what it made for them",
-		Long: `deregister deletes the registration Secrets of the named members (or of all)
-and waits until they are gone. leafsync holds each Secret with a finalizer
-until it has removed what it made for the member: the leaf Node and its
-Lease, the member's state and eviction-guard records, and its finalizer on
-the host pods of the leaf (member pods are left alone). leafsync must be
-running for that; if it is not, the Secrets stay, and deregister says so
-when --timeout passes.`,
+		Use:   "deregister (--cluster NAME ... | --all) [--orphan]",
+		Short: "Drain member clusters' leaves, deregister the members and wait until leafsync has removed what it made for them",
+		Long: `deregister first drains the leaves of the named members (or of all): each
+leaf is cordoned and its pods are evicted through the Eviction API, so the
+host's PodDisruptionBudgets are respected (a refused eviction is retried).
+leafsync deletes each evicted pod's member copy and finishes the host pod
+only once that copy is gone; the pod's owner then recreates it on another
+node. So no workload runs twice, not even a StatefulSet's pod. When the
+leaves are empty, deregister deletes the registration Secrets and waits
+until they are gone. leafsync holds each Secret with a finalizer until it
+has removed what it made for the member: the leaf Node and its Lease, the
+member's state and eviction-guard records. leafsync must be running for
+all of this; if it is not, or a pod cannot leave within --timeout (a
+member that does not answer, a PodDisruptionBudget that never allows it),
+deregister says what is left and deregisters nothing.
+
+--orphan skips the drain, for a member that leaves the fleet on purpose
+with its workloads: its member pods are left running, and deregister
+lists them. Their host pods go with the leaf and their owners recreate
+them elsewhere, so those workloads then run twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if all == (len(clusters) > 0) {
@@ -50,7 +61,7 @@ when --timeout passes.`,
 			if err != nil {
 				return err
 			}
-			return deregister(cmd.Context(), host, namespace, clusters, timeout, cmd.OutOrStdout())
+			return deregister(cmd.Context(), host, namespace, clusters, timeout, orphan, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -58,12 +69,14 @@ when --timeout passes.`,
 	f.StringVarP(&namespace, "namespace", "n", config.Default().Namespace, "leafsync's namespace, where registration Secrets live")
 	f.StringArrayVar(&clusters, "cluster", nil, "a member to deregister (repeatable)")
 	f.BoolVar(&all, "all", false, "deregister every member")
-	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for leafsync's cleanup")
+	f.BoolVar(&orphan, "orphan", false, "do not drain: leave the members' pods running in the members (their workloads then run twice)")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each step: the drain, then leafsync's cleanup")
 	return cmd
 }
 
 func newUninstallCommand() *cobra.Command {
 	var kubeconfig, namespace, deployment string
+	var orphan bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "uninstall --deployment NAME",
@@ -72,8 +85,9 @@ func newUninstallCommand() *cobra.Command {
 that races with nothing:
 
  1. every member is deregistered (see deregister) while leafsync still runs:
-    leaf Nodes and Leases, state and eviction-guard records, finalizers on
-    host pods go;
+    its leaf is drained (its pods move to other nodes once their member
+    copies are gone; --orphan leaves the member pods running instead),
+    then leaf Nodes and Leases, state and eviction-guard records go;
  2. leafsync's Deployment is scaled to zero and its pods are waited for, so
     that no replica recreates anything;
  3. what leafsync made for itself in its namespace is deleted: the
@@ -89,13 +103,14 @@ records in etcd are not touched.`,
 			if err != nil {
 				return err
 			}
-			return uninstall(cmd.Context(), host, namespace, deployment, timeout, cmd.OutOrStdout())
+			return uninstall(cmd.Context(), host, namespace, deployment, timeout, orphan, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "host cluster kubeconfig (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
 	f.StringVarP(&namespace, "namespace", "n", config.Default().Namespace, "leafsync's namespace")
 	f.StringVar(&deployment, "deployment", "", "leafsync's Deployment in that namespace; required")
+	f.BoolVar(&orphan, "orphan", false, "do not drain the leaves: leave the members' pods running in the members")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each step")
 	_ = cmd.MarkFlagRequired("deployment")
 	return cmd
@@ -109,11 +124,25 @@ func hostClient(kubeconfig string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// deregister deletes the registration Secrets of clusters (all when
-// empty) and waits until leafsync has released them.
-func deregister(ctx context.Context, host kubernetes.Interface, ns string, clusters []string, timeout time.Duration, out io.Writer) error {
+// deregister drains the leaves of clusters (all when empty; not with
+// orphan), then deletes their registration Secrets and waits until
+// leafsync has released them.
+func deregister(ctx context.Context, host kubernetes.Interface, ns string, clusters []string, timeout time.Duration, orphan bool, out io.Writer) error {
 	targets, err := registrations(ctx, host, ns, clusters)
 	if err != nil {
+		return err
+	}
+	return drainDeleteAndWait(ctx, host, ns, targets, timeout, orphan, out)
+}
+
+// drainDeleteAndWait drains the targets' leaves (or, with orphan, says
+// what it leaves running), then deletes and waits for the Secrets.
+func drainDeleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, targets []corev1.Secret, timeout time.Duration, orphan bool, out io.Writer) error {
+	if orphan {
+		if err := orphanNotice(ctx, host, targets, out); err != nil {
+			return err
+		}
+	} else if err := drainLeaves(ctx, host, targets, timeout, out); err != nil {
 		return err
 	}
 	return deleteAndWait(ctx, host, ns, targets, timeout, out)
@@ -175,7 +204,7 @@ func deleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, ta
 
 // uninstall: members deregistered, leafsync stopped, its own objects
 // deleted (see newUninstallCommand).
-func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment string, timeout time.Duration, out io.Writer) error {
+func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment string, timeout time.Duration, orphan bool, out io.Writer) error {
 	dep, err := host.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("leafsync's Deployment %s/%s: %w", ns, deployment, err)
@@ -190,7 +219,7 @@ func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment st
 		return fmt.Errorf("leafsync is not running (Deployment %s/%s has no ready replica), so it cannot remove what it made for its %d member(s); nothing was deleted. Start it (kubectl -n %s scale deployment %s --replicas=1), or uninstall without this step (helm uninstall --no-hooks) and remove the leaves by hand (kubectl get nodes -l %s)",
 			ns, deployment, len(regs), ns, deployment, registration.LabelCluster)
 	}
-	if err := deleteAndWait(ctx, host, ns, regs, timeout, out); err != nil {
+	if err := drainDeleteAndWait(ctx, host, ns, regs, timeout, orphan, out); err != nil {
 		return err
 	}
 	scale := []byte(`{"spec":{"replicas":0}}`)
