@@ -174,7 +174,7 @@ kubectl-leafsync, it also runs as "kubectl leafsync status".`,
 // snapshot (state, since, penalty) and the downstream deletes that wait.
 func storeDetails(st store.Store, hcfg hysteresis.FleetConfig) func(context.Context, *MemberStatus) error {
 	return func(ctx context.Context, row *MemberStatus) error {
-		rec, _, err := st.Get(ctx, row.Cluster)
+		rec, err := store.ReadCluster(ctx, st, row.Cluster)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}

@@ -179,7 +179,7 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec, _, err := m.Get(ctx, "a")
+	rec, err := store.ReadCluster(ctx, m, "a")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	return []engage.Handler{{Informer: m.Runtime.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 		AddFunc:    ms.onMemberPod,
 		UpdateFunc: func(_, o any) { ms.onMemberPod(o) },
-		DeleteFunc: ms.onMemberPod,
+		DeleteFunc: func(o any) { ms.onMemberPod(o); c.nameFreed(ms.cluster, o) },
 	}}}
 }
 
@@ -524,6 +524,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	if hp != nil {
 		in.DesiredHash = SpecHash(hp)
 	}
+	in.OtherCopies = c.otherCopies(ctx, k.Cluster, hp, mp, st.State)
+	in.IdentityMoved = c.identityMoved(leaf, st.State, records)
 	plan := Decide(in)
 	x := &execution{c: c, ms: ms, m: m, leaf: leaf, key: k, hp: hp, mp: mp}
 	if err := x.run(ctx, plan); err != nil {

@@ -147,6 +147,14 @@ type Input struct {
 	LeafTaints []corev1.Taint
 	// Admission is what the member's owner agreed to run.
 	Admission Admission
+	// OtherCopies are leafsync's copies of this name in other members not
+	// confirmed down, made for other host pods (looked up, for a host pod
+	// with a stable identity about to be created, in their caches and by a
+	// live read; identity.go).
+	OtherCopies []OtherCopy
+	// IdentityMoved maps the host UIDs of Records to the node (not this
+	// leaf) that a new live host pod of their name is bound to.
+	IdentityMoved map[string]string
 }
 
 // lifecycleTaints are the NoExecute taints node lifecycle sets on a node
@@ -348,6 +356,9 @@ func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 			fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", r.Cause)))
 		p.requeue(waitShort)
 		return
+	case in.Policy != Retain && movedAway(in, r, mp):
+		deleteOldCopy(in, r, mp, p)
+		return
 	case in.Policy == Retain:
 		if r.Kind != deletes.Retained {
 			rr := r
@@ -499,6 +510,9 @@ func decideLive(in Input, p *Plan) {
 				p.add(Action{Type: RemoveFinalizer, Reason: "MemberPodDeleted"})
 			}
 			p.add(Action{Type: Event, Warning: true, Reason: "MemberPodDeleted", Message: msg})
+			return
+		}
+		if copyHeldElsewhere(in, p) {
 			return
 		}
 		if !hasFinalizer(hp) {

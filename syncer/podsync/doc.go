@@ -23,7 +23,10 @@
 // member is Ready. A recreated host pod (a StatefulSet's) adopts the member
 // pod that still runs when its spec is compatible; Terminating host pods on a
 // leaf confirmed down are finished after reapAfter so their owners can fail
-// over.
+// over. A pod with a stable identity (a StatefulSet's, or one with a
+// hostname or subdomain) never has two copies in members that are not
+// confirmed down: a new one waits until the old copy is gone, and the old
+// one goes as soon as the new one is bound elsewhere (identity.go).
 //
 // The decisions are a pure function (Decide) of the host pod, the member
 // pod, the member's hysteresis status and the pending deletes; the

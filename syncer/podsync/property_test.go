@@ -81,6 +81,15 @@ func genInput(t *rapid.T) Input {
 		if rapid.Bool().Draw(t, "replaced-"+r.HostUID) {
 			in.ReplacementReady[r.HostUID] = true
 		}
+		if rapid.Bool().Draw(t, "moved-"+r.HostUID) {
+			if in.IdentityMoved == nil {
+				in.IdentityMoved = map[string]string{}
+			}
+			in.IdentityMoved[r.HostUID] = "leaf-member-b"
+		}
+	}
+	if rapid.Bool().Draw(t, "otherCopy") {
+		in.OtherCopies = []OtherCopy{{Cluster: "member-b", HostUID: "h0"}}
 	}
 	return in
 }
@@ -91,13 +100,16 @@ func genInput(t *rapid.T) Input {
 //     Recovering): no create, delete, adoption or relabel.
 //  2. Outside policy Forward, a member pod is deleted for a stale eviction
 //     only when its deferral is over (replacement Ready or maxDeferral
-//     expired), or when a new host pod of the same name needs the name and
-//     cannot adopt it. An eviction is never forwarded while the member is
-//     merely Suspect.
+//     expired), when a new host pod of the same name needs the name and
+//     cannot adopt it, or when the pod has a stable identity whose new host
+//     pod is bound to another node (never under Retain). An eviction is
+//     never forwarded while the member is merely Suspect.
 //  3. A host pod with a member pod is never finished without either the
 //     member pod being gone or a pending delete recorded, which must then
 //     be persisted first.
 //  4. The same input always gives the same plan.
+//  5. A host pod with a stable identity is never created in its member
+//     while another member holds a copy of its name.
 func TestDecideGuard(t *testing.T) {
 	// The situations that matter are a small share of all drawn; run
 	// more than rapid's default 100 (about 0.1s).
@@ -144,6 +156,9 @@ func guardProperty(t *rapid.T) {
 			if _, owed := recorded[hostUID(in)]; a.Type == FinishHost && rel == relNone && !owed &&
 				in.Host.Annotations[AnnotationMemberUID] != "" && a.ConfirmGone == "" {
 				t.Fatalf("host pod finished on the member cache's word that its member pod is gone: %+v", p.Actions)
+			}
+			if a.Type == CreateMember && len(in.OtherCopies) > 0 && stableIdentity(ownerOf(in.Host), &in.Host.Spec) {
+				t.Fatalf("created while member %s holds a copy of the name: %+v", in.OtherCopies[0].Cluster, p.Actions)
 			}
 			if a.Type == DeleteMember && in.Policy != Forward {
 				checkDelete(t, in, rel, a)
@@ -194,6 +209,9 @@ func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	}
 	if !IsEvictionCause(r.Cause) {
 		return // an owed user delete
+	}
+	if in.Policy != Retain && movedAway(in, *r, mp) {
+		return // a stable identity's old copy goes before its replacement starts
 	}
 	if r.Kind != deletes.Deferred {
 		t.Fatalf("deleted a %s stale eviction under %s: %s", r.Kind, in.Policy, a.Reason)

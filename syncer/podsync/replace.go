@@ -14,7 +14,9 @@ import (
 // none yet).
 //
 //   - A StatefulSet's pod is replaced by the pod of the same name (a new
-//     UID, wherever it runs).
+//     UID, wherever it runs). Once that pod is bound to another node, the
+//     old copy goes at once instead of waiting for it to be Ready
+//     (identity.go).
 //   - For any other owner, each deferred delete is bound to one replacement,
 //     recorded in the delete (PendingDelete.Replacement) so that the binding
 //     survives the other deletes being resolved: the assigned pod while it

@@ -97,15 +97,20 @@ var errStopped = errors.New("store: the keeper has stopped")
 
 // entry is the Keeper's view of one cluster.
 type entry struct {
-	mem     ClusterState // what components see
-	base    ClusterState // the record as of version (when known)
-	version Version
-	known   bool // base/version reflect the store (read or written here)
-	dirty   bool
-	dirtyAt time.Time
-	seq     uint64 // bumped by every Update
-	flushed uint64 // seq of the last write that succeeded
-	gone    bool   // deregistered: delete the record
+	mem   ClusterState      // what components see
+	objs  map[string]object // its records as of the last read or write (when known)
+	parts int               // ledger parts of the last layout written
+	// ledger counts changes of mem.Deletes; laid out caches the ledger
+	// parts of the last layout and the count they were made at, so that a
+	// snapshot checkpoint does not encode a long ledger again.
+	ledger, laidOutAt uint64
+	laidOut           *ledgerLayout
+	known             bool // objs reflect the store (read or written here)
+	dirty             bool
+	dirtyAt           time.Time
+	seq               uint64 // bumped by every Update
+	flushed           uint64 // seq of the last write that succeeded
+	gone              bool   // deregistered: delete the record
 }
 
 func (e *entry) pending() bool { return e.dirty || e.gone }
@@ -219,13 +224,13 @@ func (k *Keeper) Load(ctx context.Context, cluster string) (ClusterState, error)
 		return st, nil
 	}
 	k.mu.Unlock()
-	st, v, err := k.get(ctx, cluster)
+	recs, err := k.list(ctx, cluster)
 	if err != nil {
 		return ClusterState{}, err
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.absorbLocked(cluster, st, v)
+	k.absorbLocked(cluster, recs)
 	return clone(k.entries[cluster].mem), nil
 }
 
@@ -240,17 +245,17 @@ func (k *Keeper) Preload(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	byCluster := map[string][]Record{}
+	for _, r := range recs {
+		byCluster[r.Cluster] = append(byCluster[r.Cluster], r)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, r := range recs {
-		if r.Err != nil {
-			k.log.Error(r.Err, "saved state cannot be decoded; the cluster starts fresh and the record will be replaced", "cluster", r.Cluster)
-			r.State = ClusterState{}
-		}
-		k.absorbLocked(r.Cluster, r.State, r.Version)
+	for c, rs := range byCluster {
+		k.absorbLocked(c, rs)
 	}
 	k.preloaded = true
-	return len(recs), nil
+	return len(byCluster), nil
 }
 
 // Preloaded reports whether Preload has read every record.
@@ -260,33 +265,68 @@ func (k *Keeper) Preloaded() bool {
 	return k.preloaded
 }
 
-// absorbLocked takes a record read from the store as the base of a cluster
-// not known yet; memory changed before (Update before Load) is merged.
-func (k *Keeper) absorbLocked(cluster string, st ClusterState, v Version) {
+// absorbLocked takes a cluster's records read from the store as the base
+// of a cluster not known yet; memory changed before (Update before Load) is
+// merged.
+func (k *Keeper) absorbLocked(cluster string, recs []Record) {
 	e := k.entryLocked(cluster)
 	if e.known {
 		return
 	}
+	st := Assemble(cluster, recs)
 	switch {
 	case e.gone:
-		// Deregistered meanwhile: memory stays empty, the record goes.
+		// Deregistered meanwhile: memory stays empty, the records go.
 	case e.dirty:
 		e.mem = mergeStates(ClusterState{}, st, e.mem)
 	default:
 		e.mem = clone(st)
 	}
-	e.base, e.version, e.known = clone(st), v, true
-	if v != "" && !e.gone && (k.term == 0 || st.Term != k.term) {
-		// Claim the record: write it back with this Keeper's term, so that
-		// an older writer still running (a leader resumed after a pause)
-		// conflicts on its next write, finds the newer term and is fenced,
-		// instead of writing over a record this Keeper has only read.
+	claim := false
+	e.objs, e.parts, claim = k.objectsLocked(cluster, recs)
+	e.known = true
+	e.ledger++
+	if claim && !e.gone {
+		// Claim the records: write them back with this Keeper's term, so
+		// that an older writer still running (a leader resumed after a
+		// pause) conflicts on its next write, finds the newer term and is
+		// fenced, instead of writing over records this Keeper has only
+		// read. A head written before ledger parts existed (deletes in
+		// it) is rewritten the same way: its deletes move to parts.
 		if !e.dirty {
 			e.dirty, e.dirtyAt = true, k.opts.Clock.Now()
 		}
 		e.seq++
 		k.schedule(cluster)
 	}
+}
+
+// objectsLocked indexes a cluster's records by name. claim says whether
+// one needs writing back: written in another term, in the one-record format
+// of earlier versions, or undecodable.
+func (k *Keeper) objectsLocked(cluster string, recs []Record) (objs map[string]object, parts int, claim bool) {
+	objs = map[string]object{}
+	for _, r := range recs {
+		if r.Name != cluster {
+			parts++
+		}
+		if r.Err != nil {
+			k.log.Error(r.Err, "saved state cannot be decoded; it will be replaced", "cluster", cluster, "record", r.Name)
+			objs[r.Name] = object{version: r.Version}
+			claim = true
+			continue
+		}
+		o, _, err := summed(r.State)
+		if err != nil {
+			o = object{}
+		}
+		o.st, o.version = r.State, r.Version
+		objs[r.Name] = o
+		if k.term == 0 || r.State.Term != k.term || (r.Name == cluster && len(r.State.Deletes) > 0) {
+			claim = true
+		}
+	}
+	return objs, parts, claim
 }
 
 // CheckWriter confirms, with one read of the store's term, that this Keeper
@@ -346,6 +386,9 @@ func (k *Keeper) Update(cluster string, fn func(*ClusterState)) {
 	e := k.entryLocked(cluster)
 	st := clone(e.mem)
 	fn(&st)
+	if !sameDeletes(e.mem.Deletes, st.Deletes) {
+		e.ledger++
+	}
 	e.mem = st
 	e.gone = false
 	if !e.dirty {
@@ -681,7 +724,12 @@ func (k *Keeper) ensureTerm(ctx context.Context) error {
 	return nil
 }
 
-// flushOne writes (or deletes) one cluster's record.
+// flushOne writes (or deletes) one cluster's records: the head with the
+// hysteresis snapshot, and the ledger parts its deletes need (layout). Only
+// records that changed are written. Writes that drop a delete from a record
+// wait until every other write succeeded, so a delete moving between
+// records (or out of a head of the one-record format) is never missing from
+// the store; a failing ledger write never holds back the head.
 func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 	for attempt := 0; ; attempt++ {
 		k.mu.Lock()
@@ -694,119 +742,242 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 			k.mu.Unlock()
 			return nil
 		}
-		v := Version("")
-		if e.known {
-			v = e.version
+		if !e.known {
+			k.mu.Unlock()
+			if err := k.resolve(ctx, cluster, false); err != nil {
+				return err
+			}
+			continue
 		}
-		gone, seq := e.gone, e.seq
+		gone, seq, prev := e.gone, e.seq, e.parts
 		st := clone(e.mem)
 		st.Term, st.Writer = k.term, k.opts.Writer
+		ledger, cached := e.ledger, e.laidOut
+		if e.laidOutAt != ledger || cached == nil || cached.term != st.Term {
+			cached = nil
+		}
+		have := make(map[string]object, len(e.objs))
+		for name, o := range e.objs {
+			have[name] = o
+		}
 		k.mu.Unlock()
 
-		var err error
-		if gone {
-			err = k.del(ctx, cluster, v)
-		} else {
-			var nv Version
-			if nv, err = k.put(ctx, cluster, st, v); err == nil {
-				k.mu.Lock()
-				e.base, e.version, e.known, e.flushed = st, nv, true, seq
-				if e.seq == seq {
-					e.dirty = false
-				}
-				k.mu.Unlock()
-				return nil
+		want, parts := map[string]object{}, 0
+		if !gone {
+			var err error
+			if want, parts, err = layout(cluster, st, prev, cached); err != nil {
+				return err
 			}
-		}
-		if gone && err == nil {
 			k.mu.Lock()
-			e.base, e.version, e.known, e.flushed = ClusterState{}, "", true, seq
+			e.laidOut, e.laidOutAt = &ledgerLayout{objs: want, parts: parts, term: st.Term}, ledger
+			k.mu.Unlock()
+		}
+		conflict, err := k.writeObjects(ctx, cluster, e, want, have)
+		switch {
+		case err != nil:
+			return err
+		case !conflict:
+			k.mu.Lock()
+			e.flushed, e.parts = seq, parts
 			if e.seq == seq {
-				delete(k.entries, cluster)
+				e.dirty = false
+				if gone {
+					delete(k.entries, cluster)
+				}
 			}
 			k.mu.Unlock()
 			return nil
+		case attempt >= 3:
+			return fmt.Errorf("%w (still conflicting after %d merges)", ErrConflict, attempt)
 		}
-		if !errors.Is(err, ErrConflict) {
-			return err
-		}
-		if attempt >= 3 {
-			return fmt.Errorf("%w (still conflicting after %d merges)", err, attempt)
-		}
-		if err := k.resolve(ctx, cluster); err != nil {
+		if err := k.resolve(ctx, cluster, true); err != nil {
 			return err
 		}
 	}
 }
 
-// resolve handles a conflicting write: fenced if a newer term exists,
-// otherwise the record (changed by an older writer) is read and merged.
-func (k *Keeper) resolve(ctx context.Context, cluster string) error {
-	if err := k.checkTerm(ctx); err != nil {
-		return err
+// change is one record write: want nil deletes the record.
+type change struct {
+	name string
+	want *object
+	have object
+	lose bool
+}
+
+// writeObjects writes the records that differ between want and have:
+// first those that drop no delete (the head first), then, if all of them
+// succeeded, those that do (deletions last). It stops at a conflict
+// (conflict true: the caller merges and tries again).
+func (k *Keeper) writeObjects(ctx context.Context, cluster string, e *entry, want, have map[string]object) (conflict bool, err error) {
+	var changes []change
+	for name, w := range want {
+		h := have[name]
+		if h.version != "" && h.sum == w.sum {
+			continue
+		}
+		changes = append(changes, change{name: name, want: &w, have: h, lose: loses(h, &w)})
 	}
-	theirs, v, err := k.get(ctx, cluster)
+	for name, h := range have {
+		if _, ok := want[name]; !ok && h.version != "" {
+			changes = append(changes, change{name: name, have: h, lose: true})
+		}
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		a, b := changes[i], changes[j]
+		if a.lose != b.lose {
+			return !a.lose
+		}
+		if (a.want == nil) != (b.want == nil) {
+			return a.want != nil
+		}
+		return partIndex(a.name, cluster) < partIndex(b.name, cluster) // head first
+	})
+	var errs []error
+	for _, c := range changes {
+		if c.lose && len(errs) > 0 {
+			break
+		}
+		var (
+			nv  Version
+			err error
+		)
+		if c.want == nil {
+			err = k.del(ctx, c.name, c.have.version)
+		} else {
+			nv, err = k.put(ctx, c.name, c.want.st, c.have.version)
+		}
+		switch {
+		case errors.Is(err, ErrConflict):
+			return true, nil
+		case err != nil:
+			errs = append(errs, fmt.Errorf("record %s: %w", c.name, err))
+			continue
+		}
+		k.mu.Lock()
+		if c.want == nil {
+			delete(e.objs, c.name)
+		} else {
+			o := *c.want
+			o.version = nv
+			e.objs[c.name] = o
+		}
+		k.mu.Unlock()
+	}
+	return false, errors.Join(errs...)
+}
+
+// resolve reads a cluster's records and merges them into memory: after a
+// conflicting write (conflict: fenced if a newer term exists, otherwise the
+// records were changed by an older writer), or before the first write of a
+// cluster never read.
+func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) error {
+	if conflict {
+		if err := k.checkTerm(ctx); err != nil {
+			return err
+		}
+	}
+	recs, err := k.list(ctx, cluster)
 	if err != nil {
 		return err
+	}
+	if !conflict && newerTerm(recs, k.Stats().Term) {
+		// Written by a newer leader: checkTerm fences this Keeper.
+		if err := k.checkTerm(ctx); err != nil {
+			return err
+		}
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.entryLocked(cluster)
-	if v == "" {
-		// The record is gone (deleted by hand: no writer of an older term
-		// deletes a record it did not forget). Merging with nothing would
-		// drop every delete this Keeper knew; memory is the record now,
-		// and is written afresh.
-		e.base, e.version, e.known = ClusterState{}, "", true
+	if e.known && len(recs) == 0 {
+		// Every record is gone (deleted by hand: no writer of an older
+		// term deletes records it did not forget). Merging with nothing
+		// would drop every delete this Keeper knew; memory is the record
+		// now, and is written afresh.
+		e.objs = map[string]object{}
 		k.stats.Conflicts++
 		k.log.Info("state record was deleted outside leafsync; rebuilding it from memory", "cluster", cluster, "deletes", len(e.mem.Deletes))
 		return nil
 	}
+	theirs := Assemble(cluster, recs)
 	base := ClusterState{}
 	if e.known {
-		base = e.base
+		base = assembleObjects(cluster, e.objs)
 	}
 	if !e.gone {
 		e.mem = mergeStates(base, theirs, e.mem)
+		e.ledger++
 	}
-	e.base, e.version, e.known = theirs, v, true
-	k.stats.Conflicts++
-	k.log.Info("state record changed by an older writer; merged it and writing again",
-		"cluster", cluster, "recordTerm", theirs.Term, "recordWriter", theirs.Writer, "term", k.term)
+	e.objs, _, _ = k.objectsLocked(cluster, recs)
+	e.known = true
+	if conflict {
+		k.stats.Conflicts++
+		k.log.Info("state record changed by an older writer; merged it and writing again",
+			"cluster", cluster, "recordTerm", theirs.Term, "recordWriter", theirs.Writer, "term", k.term)
+	}
 	return nil
 }
 
-func (k *Keeper) get(ctx context.Context, cluster string) (ClusterState, Version, error) {
-	start := k.opts.Clock.Now()
-	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
-	st, v, err := k.store.Get(cctx, cluster)
-	cancel()
-	switch {
-	case errors.Is(err, ErrNotFound):
-		st, v, err = ClusterState{}, "", nil
-	case errors.Is(err, ErrCorrupt) && v != "":
-		k.log.Error(err, "saved state cannot be decoded; it will be replaced", "cluster", cluster)
-		st, err = ClusterState{}, nil
+// sameDeletes reports whether two ledgers are the same, in the same order.
+func sameDeletes(a, b []deletes.PendingDelete) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	k.called("get", cluster, start, err)
-	return st, v, err
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Kind != y.Kind || x.Namespace != y.Namespace || x.Name != y.Name || x.HostUID != y.HostUID ||
+			x.Cause != y.Cause || x.Owner != y.Owner || !x.Since.Equal(y.Since) ||
+			!x.HostDeletedAt.Equal(y.HostDeletedAt) || x.Replacement != y.Replacement ||
+			(x.GracePeriodSeconds == nil) != (y.GracePeriodSeconds == nil) ||
+			(x.GracePeriodSeconds != nil && *x.GracePeriodSeconds != *y.GracePeriodSeconds) {
+			return false
+		}
+	}
+	return true
 }
 
-func (k *Keeper) put(ctx context.Context, cluster string, st ClusterState, v Version) (Version, error) {
+func newerTerm(recs []Record, term uint64) bool {
+	for _, r := range recs {
+		if r.State.Term > term {
+			return true
+		}
+	}
+	return false
+}
+
+// assembleObjects is Assemble over the Keeper's index of records.
+func assembleObjects(cluster string, objs map[string]object) ClusterState {
+	recs := make([]Record, 0, len(objs))
+	for name, o := range objs {
+		recs = append(recs, Record{Name: name, Cluster: cluster, State: o.st, Version: o.version})
+	}
+	return Assemble(cluster, recs)
+}
+
+func (k *Keeper) list(ctx context.Context, cluster string) ([]Record, error) {
 	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
-	nv, err := k.store.Put(cctx, cluster, st, v)
+	recs, err := k.store.List(cctx, cluster)
 	cancel()
-	k.called("put", cluster, start, err)
+	k.called("get", cluster, start, err)
+	return recs, err
+}
+
+func (k *Keeper) put(ctx context.Context, name string, st ClusterState, v Version) (Version, error) {
+	start := k.opts.Clock.Now()
+	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
+	nv, err := k.store.Put(cctx, name, st, v)
+	cancel()
+	k.called("put", ClusterOf(name), start, err)
 	return nv, err
 }
 
-func (k *Keeper) del(ctx context.Context, cluster string, v Version) error {
+func (k *Keeper) del(ctx context.Context, name string, v Version) error {
 	start := k.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
-	err := k.store.Delete(cctx, cluster, v)
+	err := k.store.Delete(cctx, name, v)
 	cancel()
-	k.called("delete", cluster, start, err)
+	k.called("delete", ClusterOf(name), start, err)
 	return err
 }
 

@@ -65,7 +65,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func mustGet(t *testing.T, s store.Store, c string) store.ClusterState {
 	t.Helper()
-	st, _, err := s.Get(context.Background(), c)
+	st, err := store.ReadCluster(context.Background(), s, c)
 	if err != nil {
 		t.Fatalf("Get %s: %v", c, err)
 	}
@@ -89,8 +89,8 @@ func TestKeeperCoalescesChanges(t *testing.T) {
 	if got := len(mustGet(t, m, "a").Deletes); got != 200 {
 		t.Fatalf("record holds %d deletes, want 200", got)
 	}
-	if m.Puts() != 1 {
-		t.Errorf("200 changes made %d writes, want them coalesced into 1", m.Puts())
+	if m.Puts() != 2 {
+		t.Errorf("200 changes made %d writes, want them coalesced into 2 (the head and one ledger part)", m.Puts())
 	}
 }
 
@@ -340,8 +340,15 @@ func (c corruptStore) Get(ctx context.Context, cl string) (store.ClusterState, s
 	return store.ClusterState{}, v, fmt.Errorf("%w: bad JSON", store.ErrCorrupt)
 }
 
+func (c corruptStore) List(ctx context.Context, cl string) ([]store.Record, error) {
+	return corrupt(c.Memory.List(ctx, cl))
+}
+
 func (c corruptStore) Scan(ctx context.Context) ([]store.Record, error) {
-	recs, err := c.Memory.Scan(ctx)
+	return corrupt(c.Memory.Scan(ctx))
+}
+
+func corrupt(recs []store.Record, err error) ([]store.Record, error) {
 	for i := range recs {
 		recs[i].State, recs[i].Err = store.ClusterState{}, fmt.Errorf("%w: bad JSON", store.ErrCorrupt)
 	}
@@ -470,5 +477,37 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	}
 	if err := leader.CheckWriter(ctx); err != nil {
 		t.Errorf("CheckWriter of the leader: %v", err)
+	}
+}
+
+// partsRefused refuses every ledger part write, as a store at a quota of
+// objects would.
+type partsRefused struct{ *store.Memory }
+
+func (p partsRefused) Put(ctx context.Context, name string, st store.ClusterState, v store.Version) (store.Version, error) {
+	if name != store.ClusterOf(name) {
+		return "", errors.New("exceeded quota: configmaps")
+	}
+	return p.Memory.Put(ctx, name, st, v)
+}
+
+// A ledger that cannot be written never holds back the snapshot: the head
+// is its own record, written first.
+func TestKeeperSnapshotNotHeldBackByTheLedger(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	k, _ := startKeeper(t, partsRefused{m})
+	for i := range 2 {
+		snap := fmt.Appendf(nil, `{"checkpoint":%d}`, i)
+		k.Update("a", func(st *store.ClusterState) {
+			st.Hysteresis = snap
+			st.Deletes = append(st.Deletes, owed(fmt.Sprint("p", i)))
+		})
+		if err := k.Flush(ctx); err == nil {
+			t.Fatal("flush with its ledger refused: no error")
+		}
+		if got, _, err := m.Get(ctx, "a"); err != nil || string(got.Hysteresis) != string(snap) {
+			t.Fatalf("head %s (%v), want the snapshot %s", got.Hysteresis, err, snap)
+		}
 	}
 }

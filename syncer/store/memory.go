@@ -82,9 +82,21 @@ func (m *Memory) Scan(context.Context) ([]Record, error) {
 	out := make([]Record, 0, len(m.records))
 	for name, r := range m.records {
 		st, err := Decode(r.data)
-		out = append(out, Record{Cluster: name, State: st, Version: r.version, Err: err})
+		out = append(out, Record{Name: name, Cluster: ClusterOf(name), State: st, Version: r.version, Err: err})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Cluster < out[j].Cluster })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// List implements Store.
+func (m *Memory) List(ctx context.Context, cluster string) ([]Record, error) {
+	all, _ := m.Scan(ctx)
+	var out []Record
+	for _, r := range all {
+		if RecordOf(r.Name, cluster) {
+			out = append(out, r)
+		}
+	}
 	return out, nil
 }
 

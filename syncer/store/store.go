@@ -3,14 +3,18 @@
 // penalty, availability window) and the downstream pod deletes leafsync owes
 // or defers.
 //
-// State is kept per member cluster, one record each, so that a large fleet
-// never builds one large object. Every write is conditional on the version
-// read (a resourceVersion, an etcd mod revision): a replica that lost the
-// lead gets ErrConflict and never silently overwrites its successor.
+// State is kept per member cluster, so that a large fleet never builds one
+// large object: a head record holds the member's hysteresis snapshot, and
+// its ledger of pending deletes is spread over as many ledger parts as it
+// needs (ledger.go), so a long ledger never stops the snapshot from being
+// saved. Every write is conditional on the version read (a resourceVersion,
+// an etcd mod revision): a replica that lost the lead gets ErrConflict and
+// never silently overwrites its successor.
 //
 // Two parts:
 //   - Store: a backend (Memory here; kubestore and etcdstore in
-//     sub-packages). Get/Put/Delete/Scan of records, plus a writer term.
+//     sub-packages). Get/Put/Delete of one record by name, List of a
+//     cluster's records, Scan of all, plus a writer term.
 //   - Keeper: the one writer per process. Components change state in memory
 //     (Update) and read it (State); the Keeper writes in the background,
 //     coalescing, retrying with backoff, fenced by its term.
@@ -70,8 +74,11 @@ type ClusterState struct {
 	Writer string `json:"writer,omitempty"`
 }
 
-// Record is one cluster's state as read from a backend.
+// Record is one record as read from a backend.
 type Record struct {
+	// Name is the record's name: the cluster for its head record, or a
+	// ledger part's name (PartName).
+	Name    string
 	Cluster string
 	State   ClusterState
 	Version Version
@@ -81,17 +88,21 @@ type Record struct {
 }
 
 // Store is a backend: memory (tests), kube (host objects, default), etcd.
-// Implementations are safe for concurrent use.
+// Records are named: a cluster's head record by the cluster's name, its
+// ledger parts by PartName. Implementations are safe for concurrent use.
 type Store interface {
-	// Get returns a cluster's state and its version, or ErrNotFound. A
-	// record that cannot be decoded gives ErrCorrupt and its version.
-	Get(ctx context.Context, cluster string) (ClusterState, Version, error)
-	// Put writes a cluster's state if its version is still v ("" to
-	// create) and returns the new version, or ErrConflict.
-	Put(ctx context.Context, cluster string, st ClusterState, v Version) (Version, error)
-	// Delete removes a cluster's record if its version is still v
-	// (ErrConflict otherwise). A record already gone is not an error.
-	Delete(ctx context.Context, cluster string, v Version) error
+	// Get returns a record and its version, or ErrNotFound. A record that
+	// cannot be decoded gives ErrCorrupt and its version.
+	Get(ctx context.Context, name string) (ClusterState, Version, error)
+	// Put writes a record if its version is still v ("" to create) and
+	// returns the new version, or ErrConflict.
+	Put(ctx context.Context, name string, st ClusterState, v Version) (Version, error)
+	// Delete removes a record if its version is still v (ErrConflict
+	// otherwise). A record already gone is not an error.
+	Delete(ctx context.Context, name string, v Version) error
+	// List returns every record of one cluster (its head and its ledger
+	// parts, none if it has no record), in one read.
+	List(ctx context.Context, cluster string) ([]Record, error)
 	// Scan returns every record (what a new leader loads once). A record
 	// that cannot be decoded is returned with Err set, not as an error.
 	Scan(ctx context.Context) ([]Record, error)

@@ -96,7 +96,7 @@ type snapshot struct {
 
 func readRecord(t *testing.T, s store.Store, cluster string) (store.ClusterState, snapshot, error) {
 	t.Helper()
-	st, _, err := s.Get(context.Background(), cluster)
+	st, err := store.ReadCluster(context.Background(), s, cluster)
 	if err != nil {
 		return st, snapshot{}, err
 	}
@@ -553,17 +553,13 @@ func TestEtcdStoreSurvivesMemberLoss(t *testing.T) {
 		}
 		defer r.Close()
 		harness.Eventually(t, 30*time.Second, what, func() error {
-			recs, err := r.Scan(ctx)
-			if err != nil {
-				return err
-			}
-			if len(recs) != clusters {
-				return fmt.Errorf("%d records, want %d", len(recs), clusters)
-			}
-			for _, rec := range recs {
-				w := want[rec.Cluster]
-				if string(rec.State.Hysteresis) != string(w.Hysteresis) || len(rec.State.Deletes) != 3 {
-					return fmt.Errorf("%s: %s with %d deletes, want %s with 3", rec.Cluster, rec.State.Hysteresis, len(rec.State.Deletes), w.Hysteresis)
+			for c, w := range want {
+				st, err := store.ReadCluster(ctx, r, c)
+				if err != nil {
+					return fmt.Errorf("%s: %w", c, err)
+				}
+				if string(st.Hysteresis) != string(w.Hysteresis) || len(st.Deletes) != 3 {
+					return fmt.Errorf("%s: %s with %d deletes, want %s with 3", c, st.Hysteresis, len(st.Deletes), w.Hysteresis)
 				}
 			}
 			return nil

@@ -1,7 +1,8 @@
 // Package etcdstore is the state store backend kept in an etcd cluster of
 // its own (go.etcd.io/etcd/client/v3), for large fleets or to keep
 // leafsync's writes off the host's etcd. Records live under
-// <prefix>clusters/<cluster>, the writer term under <prefix>term. Writes are
+// <prefix>clusters/<record> (a member's head <cluster>, its ledger parts
+// <cluster>.ledger-<i>), the writer term under <prefix>term. Writes are
 // transactions conditional on the key's mod revision (create revision 0 for
 // a new record), so a writer that read an older revision gets a conflict.
 package etcdstore
@@ -131,8 +132,8 @@ func (s *Store) Close() error {
 // Backend implements store.Store.
 func (s *Store) Backend() string { return "etcd" }
 
-// Key is the etcd key of a cluster's record.
-func (s *Store) Key(cluster string) string { return s.prefix + "clusters/" + cluster }
+// Key is the etcd key of a record (a cluster's head, or a ledger part).
+func (s *Store) Key(record string) string { return s.prefix + "clusters/" + record }
 
 // TermKey is the etcd key of the writer term.
 func (s *Store) TermKey() string { return s.prefix + "term" }
@@ -148,12 +149,12 @@ func revision(v store.Version) (int64, error) {
 }
 
 // Get implements store.Store.
-func (s *Store) Get(ctx context.Context, cluster string) (store.ClusterState, store.Version, error) {
+func (s *Store) Get(ctx context.Context, record string) (store.ClusterState, store.Version, error) {
 	cli, err := s.client(ctx)
 	if err != nil {
 		return store.ClusterState{}, "", err
 	}
-	resp, err := cli.Get(ctx, s.Key(cluster))
+	resp, err := cli.Get(ctx, s.Key(record))
 	if err != nil {
 		return store.ClusterState{}, "", wrap(err)
 	}
@@ -170,12 +171,12 @@ func (s *Store) Get(ctx context.Context, cluster string) (store.ClusterState, st
 
 // Put implements store.Store: a transaction conditional on the key's mod
 // revision (or on its absence when v is "").
-func (s *Store) Put(ctx context.Context, cluster string, st store.ClusterState, v store.Version) (store.Version, error) {
+func (s *Store) Put(ctx context.Context, record string, st store.ClusterState, v store.Version) (store.Version, error) {
 	data, _, err := store.Encode(st)
 	if err != nil {
 		return "", err
 	}
-	key := s.Key(cluster)
+	key := s.Key(record)
 	cmp, err := s.unchanged(key, v)
 	if err != nil {
 		return "", err
@@ -206,8 +207,8 @@ func (s *Store) unchanged(key string, v store.Version) (clientv3.Cmp, error) {
 }
 
 // Delete implements store.Store.
-func (s *Store) Delete(ctx context.Context, cluster string, v store.Version) error {
-	key := s.Key(cluster)
+func (s *Store) Delete(ctx context.Context, record string, v store.Version) error {
+	key := s.Key(record)
 	cmp, err := s.unchanged(key, v)
 	if err != nil {
 		return err
@@ -231,13 +232,46 @@ func (s *Store) Delete(ctx context.Context, cluster string, v store.Version) err
 
 // Scan implements store.Store: a paginated range read at one revision.
 func (s *Store) Scan(ctx context.Context) ([]store.Record, error) {
+	dir := s.prefix + "clusters/"
+	return s.scan(ctx, dir, clientv3.GetPrefixRangeEnd(dir))
+}
+
+// List implements store.Store: the head's key and its parts' prefix, read
+// in one transaction (one revision).
+func (s *Store) List(ctx context.Context, cluster string) ([]store.Record, error) {
+	cli, err := s.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	head := s.Key(cluster)
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(head), clientv3.OpGet(head+".", clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var out []store.Record
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().GetKvs() {
+			record := strings.TrimPrefix(string(kv.Key), s.prefix+"clusters/")
+			if !store.RecordOf(record, cluster) {
+				continue
+			}
+			st, err := store.Decode(kv.Value)
+			if err != nil {
+				err = fmt.Errorf("etcd key %s: %w", kv.Key, err)
+			}
+			out = append(out, store.Record{Name: record, Cluster: cluster, State: st, Version: version(kv.ModRevision), Err: err})
+		}
+	}
+	return out, nil
+}
+
+// scan reads the records in [from, end) at one revision.
+func (s *Store) scan(ctx context.Context, from, end string) ([]store.Record, error) {
 	cli, err := s.client(ctx)
 	if err != nil {
 		return nil, err
 	}
 	dir := s.prefix + "clusters/"
-	end := clientv3.GetPrefixRangeEnd(dir)
-	from := dir
 	var (
 		rev int64
 		out []store.Record
@@ -255,12 +289,16 @@ func (s *Store) Scan(ctx context.Context) ([]store.Record, error) {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			cluster := strings.TrimPrefix(string(kv.Key), dir)
+			record := strings.TrimPrefix(string(kv.Key), dir)
+			of := store.ClusterOf(record)
+			if !store.RecordOf(record, of) {
+				continue
+			}
 			st, err := store.Decode(kv.Value)
 			if err != nil {
 				err = fmt.Errorf("etcd key %s: %w", kv.Key, err)
 			}
-			out = append(out, store.Record{Cluster: cluster, State: st, Version: version(kv.ModRevision), Err: err})
+			out = append(out, store.Record{Name: record, Cluster: of, State: st, Version: version(kv.ModRevision), Err: err})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, nil

@@ -1,6 +1,7 @@
 // Package kubestore is the state store backend kept in the host cluster:
-// one ConfigMap per member cluster in leafsync's namespace
-// (<prefix><cluster>, default leafsync-state-<cluster>), labelled, holding
+// one ConfigMap per record in leafsync's namespace (<prefix><record>: a
+// member's head leafsync-state-<cluster>, its ledger parts
+// leafsync-state-<cluster>.ledger-<i>), labelled with the member, holding
 // the record as JSON (gzip-compressed into binaryData when large). Writes
 // are conditional on the resourceVersion read. A ConfigMap named
 // <prefix>writer.term holds the writer term. It needs nothing but RBAC on
@@ -67,7 +68,8 @@ func New(client kubernetes.Interface, namespace, prefix string) (*Store, error) 
 // ValidatePrefix checks that prefix+<any cluster name> is a valid object
 // name (a cluster name is a DNS-1123 label of up to 63 characters).
 func ValidatePrefix(prefix string) error {
-	if msgs := validation.IsDNS1123Subdomain(prefix + strings.Repeat("a", validation.DNS1123LabelMaxLength)); len(msgs) > 0 {
+	longest := store.PartName(strings.Repeat("a", validation.DNS1123LabelMaxLength), 9999)
+	if msgs := validation.IsDNS1123Subdomain(prefix + longest); len(msgs) > 0 {
 		return fmt.Errorf("object name prefix %q does not make valid ConfigMap names: %s", prefix, strings.Join(msgs, "; "))
 	}
 	return nil
@@ -76,8 +78,9 @@ func ValidatePrefix(prefix string) error {
 // Backend implements store.Store.
 func (s *Store) Backend() string { return "kube" }
 
-// Name is the ConfigMap name of a cluster's record.
-func (s *Store) Name(cluster string) string { return s.prefix + cluster }
+// Name is the ConfigMap name of a record (a cluster's head, or a ledger
+// part).
+func (s *Store) Name(record string) string { return s.prefix + record }
 
 // TermName is the ConfigMap name of the writer term (a cluster name has no
 // dot, so no cluster's record can have it).
@@ -88,20 +91,20 @@ func (s *Store) cms() typedcorev1.ConfigMapInterface {
 }
 
 // Get implements store.Store.
-func (s *Store) Get(ctx context.Context, cluster string) (store.ClusterState, store.Version, error) {
-	cm, err := s.cms().Get(ctx, s.Name(cluster), metav1.GetOptions{})
+func (s *Store) Get(ctx context.Context, record string) (store.ClusterState, store.Version, error) {
+	cm, err := s.cms().Get(ctx, s.Name(record), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return store.ClusterState{}, "", store.ErrNotFound
 	}
 	if err != nil {
 		return store.ClusterState{}, "", wrap(err)
 	}
-	st, err := s.decode(cm, cluster)
+	st, err := s.decode(cm, record)
 	return st, store.Version(cm.ResourceVersion), err
 }
 
-func (s *Store) decode(cm *corev1.ConfigMap, cluster string) (store.ClusterState, error) {
-	if cm.Labels[LabelCluster] != cluster || cm.Labels[LabelComponent] != ComponentState {
+func (s *Store) decode(cm *corev1.ConfigMap, record string) (store.ClusterState, error) {
+	if cluster := store.ClusterOf(record); cm.Labels[LabelCluster] != cluster || cm.Labels[LabelComponent] != ComponentState {
 		return store.ClusterState{}, fmt.Errorf("ConfigMap %s/%s exists but is not leafsync's state record of cluster %s (labels %s=%s, %s=%s missing); rename or delete it",
 			s.namespace, cm.Name, cluster, LabelComponent, ComponentState, LabelCluster, cluster)
 	}
@@ -118,15 +121,15 @@ func (s *Store) decode(cm *corev1.ConfigMap, cluster string) (store.ClusterState
 	return st, nil
 }
 
-func (s *Store) object(cluster string, st store.ClusterState, v store.Version) (*corev1.ConfigMap, error) {
+func (s *Store) object(record string, st store.ClusterState, v store.Version) (*corev1.ConfigMap, error) {
 	data, compressed, err := store.Encode(st)
 	if err != nil {
 		return nil, err
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: s.Name(cluster), Namespace: s.namespace, ResourceVersion: string(v),
-			Labels: map[string]string{LabelManagedBy: "leafsync", LabelComponent: ComponentState, LabelCluster: cluster},
+			Name: s.Name(record), Namespace: s.namespace, ResourceVersion: string(v),
+			Labels: map[string]string{LabelManagedBy: "leafsync", LabelComponent: ComponentState, LabelCluster: store.ClusterOf(record)},
 		},
 	}
 	if compressed {
@@ -139,8 +142,8 @@ func (s *Store) object(cluster string, st store.ClusterState, v store.Version) (
 
 // Put implements store.Store: Create when v is "", otherwise Update with
 // resourceVersion v.
-func (s *Store) Put(ctx context.Context, cluster string, st store.ClusterState, v store.Version) (store.Version, error) {
-	cm, err := s.object(cluster, st, v)
+func (s *Store) Put(ctx context.Context, record string, st store.ClusterState, v store.Version) (store.Version, error) {
+	cm, err := s.object(record, st, v)
 	if err != nil {
 		return "", err
 	}
@@ -160,8 +163,8 @@ func (s *Store) Put(ctx context.Context, cluster string, st store.ClusterState, 
 }
 
 // Delete implements store.Store, with a resourceVersion precondition.
-func (s *Store) Delete(ctx context.Context, cluster string, v store.Version) error {
-	name := s.Name(cluster)
+func (s *Store) Delete(ctx context.Context, record string, v store.Version) error {
+	name := s.Name(record)
 	if v == "" {
 		// Delete only if absent: a record we never read is not ours to drop.
 		_, err := s.cms().Get(ctx, name, metav1.GetOptions{})
@@ -188,7 +191,17 @@ func (s *Store) Delete(ctx context.Context, cluster string, v store.Version) err
 
 // Scan implements store.Store: one paginated List by label.
 func (s *Store) Scan(ctx context.Context) ([]store.Record, error) {
-	sel := labels.SelectorFromSet(labels.Set{LabelComponent: ComponentState}).String() + "," + LabelCluster
+	return s.list(ctx, labels.SelectorFromSet(labels.Set{LabelComponent: ComponentState}).String()+","+LabelCluster, "")
+}
+
+// List implements store.Store: one List by the cluster's label.
+func (s *Store) List(ctx context.Context, cluster string) ([]store.Record, error) {
+	return s.list(ctx, labels.SelectorFromSet(labels.Set{LabelComponent: ComponentState, LabelCluster: cluster}).String(), cluster)
+}
+
+// list reads the records a selector finds (of one cluster, or of all for
+// cluster "").
+func (s *Store) list(ctx context.Context, sel, cluster string) ([]store.Record, error) {
 	var out []store.Record
 	opts := metav1.ListOptions{LabelSelector: sel, Limit: 500}
 	for {
@@ -198,12 +211,13 @@ func (s *Store) Scan(ctx context.Context) ([]store.Record, error) {
 		}
 		for i := range list.Items {
 			cm := &list.Items[i]
-			cluster := cm.Labels[LabelCluster]
-			if s.Name(cluster) != cm.Name {
+			record := strings.TrimPrefix(cm.Name, s.prefix)
+			of := store.ClusterOf(record)
+			if !strings.HasPrefix(cm.Name, s.prefix) || of != cm.Labels[LabelCluster] || !store.RecordOf(record, of) || (cluster != "" && of != cluster) {
 				continue // another prefix's record
 			}
-			st, err := s.decode(cm, cluster)
-			out = append(out, store.Record{Cluster: cluster, State: st, Version: store.Version(cm.ResourceVersion), Err: err})
+			st, err := s.decode(cm, record)
+			out = append(out, store.Record{Name: record, Cluster: of, State: st, Version: store.Version(cm.ResourceVersion), Err: err})
 		}
 		if list.Continue == "" {
 			return out, nil

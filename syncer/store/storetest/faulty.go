@@ -85,6 +85,14 @@ func (f *Faulty) Scan(ctx context.Context) ([]store.Record, error) {
 	return f.Store.Scan(ctx)
 }
 
+// List implements store.Store.
+func (f *Faulty) List(ctx context.Context, c string) ([]store.Record, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.Store.List(ctx, c)
+}
+
 // NextTerm implements store.Store.
 func (f *Faulty) NextTerm(ctx context.Context) (uint64, error) {
 	if err := f.check(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +250,65 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		huge := store.ClusterState{Hysteresis: []byte(`{"x":"` + randomText(1536<<10) + `"}`)}
 		if _, err := s.Put(ctx, name("huge"), huge, ""); !errors.Is(err, store.ErrTooLarge) {
 			t.Fatalf("incompressible 1.5MiB record: %v, want ErrTooLarge", err)
+		}
+	})
+
+	t.Run("list gives one cluster's records", func(t *testing.T) {
+		s := open(t)
+		c, other := name("list"), name("list-x")
+		for _, n := range []string{c, store.PartName(c, 1), store.PartName(c, 2), other, store.PartName(other, 1)} {
+			if _, err := s.Put(ctx, n, sample(store.ClusterOf(n), 1), ""); err != nil {
+				t.Fatalf("put %s: %v", n, err)
+			}
+		}
+		recs, err := s.List(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range recs {
+			if r.Cluster != c {
+				t.Errorf("record %s listed with cluster %q", r.Name, r.Cluster)
+			}
+			got = append(got, r.Name)
+		}
+		sort.Strings(got)
+		if want := []string{c, store.PartName(c, 1), store.PartName(c, 2)}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("List(%s) = %v, want %v", c, got, want)
+		}
+		if recs, err := s.List(ctx, name("none")); err != nil || len(recs) != 0 {
+			t.Errorf("List of a cluster without records: %d records, %v", len(recs), err)
+		}
+	})
+
+	t.Run("a ledger twice the one-record limit", func(t *testing.T) {
+		LedgerTwiceTheOldLimit(t, open, name("ledger"))
+	})
+
+	t.Run("a record of the one-record format is read and moved", func(t *testing.T) {
+		s := open(t)
+		c := name("oldformat")
+		old := store.ClusterState{Hysteresis: []byte(`{"version":1,"state":"NotReady"}`), Term: 1, Writer: "before-ledger-parts"}
+		old.Deletes = Deferred(0, OneRecordBound)
+		if _, err := s.Put(ctx, c, old, ""); err != nil {
+			t.Fatalf("a one-record state at the old bound (%d deletes): %v", OneRecordBound, err)
+		}
+		k := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Writer: "upgraded"}))
+		if st, err := k.Load(ctx, c); err != nil || len(st.Deletes) != OneRecordBound || string(st.Hysteresis) != string(old.Hysteresis) {
+			t.Fatalf("loaded %d deletes, snapshot %s (%v); want %d and the old snapshot", len(st.Deletes), st.Hysteresis, err, OneRecordBound)
+		}
+		k.Update(c, func(st *store.ClusterState) { st.Deletes = append(st.Deletes, Deferred(OneRecordBound, 1)...) })
+		if err := k.Flush(ctx); err != nil {
+			t.Fatalf("first write after the upgrade: %v", err)
+		}
+		head, _, err := s.Get(ctx, c)
+		if err != nil || len(head.Deletes) != 0 || string(head.Hysteresis) != string(old.Hysteresis) || head.Writer != "upgraded" {
+			t.Fatalf("head after the upgrade: %d deletes, snapshot %s, writer %q (%v); want no deletes, the snapshot, the new writer",
+				len(head.Deletes), head.Hysteresis, head.Writer, err)
+		}
+		got, err := store.ReadCluster(ctx, open(t), c)
+		if err != nil || len(got.Deletes) != OneRecordBound+1 {
+			t.Fatalf("read back %d deletes (%v), want %d", len(got.Deletes), err, OneRecordBound+1)
 		}
 	})
 }
