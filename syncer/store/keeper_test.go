@@ -511,3 +511,26 @@ func TestKeeperSnapshotNotHeldBackByTheLedger(t *testing.T) {
 		}
 	}
 }
+
+// A ledger twice the one-record bound: the snapshot checkpoint after it is
+// saved. On 04d21e7 (one record per member) both flushes failed with
+// ErrTooLarge and no snapshot was stored.
+func TestKeeperLedgerTwiceTheOldLimitKeepsSnapshots(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	k, _ := startKeeper(t, m)
+	ds := storetest.Deferred(0, 2*storetest.OneRecordBound)
+	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"checkpoint":1}`); st.Deletes = ds })
+	if err := k.Flush(ctx); err != nil {
+		t.Fatalf("flush of a ledger of %d: %v", len(ds), err)
+	}
+	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"checkpoint":2}`) })
+	err := k.Flush(ctx)
+	got, _, gerr := m.Get(ctx, "a")
+	if err != nil || string(got.Hysteresis) != `{"checkpoint":2}` {
+		t.Fatalf("snapshot checkpoint with a ledger of %d: flush %v; stored snapshot %s (%v)", len(ds), err, got.Hysteresis, gerr)
+	}
+	if n := len(mustGet(t, m, "a").Deletes); n != len(ds) {
+		t.Errorf("%d deletes stored, want %d", n, len(ds))
+	}
+}
