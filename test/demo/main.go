@@ -205,7 +205,8 @@ func run(env *demoEnv, hold bool) int {
 		moved = append(moved, pod+" on "+node)
 	}
 	sort.Strings(moved)
-	say("the 90s outage was real: leafsync let %d eviction(s) through once it had confirmed it; Ready elsewhere meanwhile: %s.", len(sb.evicted), strings.Join(moved, ", "))
+	byLeafsync, byKCM := sb.evictions()
+	say("%s", outageSentence(outage.String(), byLeafsync, byKCM, moved))
 	say("leafsync's own account:")
 	cmd := exec.Command(harness.LeafsyncBinary(env), "status", "-n", "leafsync-system", "--kubeconfig", mustWrite(host))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -264,8 +265,10 @@ func podReady(p *corev1.Pod) bool {
 
 // leafSummary is what a leaf's workloads went through.
 type leafSummary struct {
-	notReady      int
-	evicted       map[string]bool
+	notReady int
+	// evicted: the leaf's host pods seen being deleted, by UID, and who
+	// evicted them (evictedBy).
+	evicted       map[types.UID]string
 	memberDeleted map[types.UID]bool
 	podSeconds    float64
 	// elsewhere: pods of this leaf's workloads seen Ready on another node.
@@ -302,12 +305,8 @@ func narrate(hc kubernetes.Interface, views []*leafView) *narrator {
 	last := map[string]string{}
 	memberSeen := map[string]map[types.UID]bool{}
 	for _, v := range views {
-		sum[v.leaf] = &leafSummary{evicted: map[string]bool{}, memberDeleted: map[types.UID]bool{}, elsewhere: map[string]string{}}
+		sum[v.leaf] = &leafSummary{evicted: map[types.UID]string{}, memberDeleted: map[types.UID]bool{}, elsewhere: map[string]string{}}
 		memberSeen[v.leaf] = map[types.UID]bool{}
-	}
-	leafOfNS := map[string]string{}
-	for _, v := range views {
-		leafOfNS[v.ns] = v.leaf
 	}
 	seenEvents := map[types.UID]bool{}
 	if evs, err := hc.EventsV1().Events("").List(ctx, metav1.ListOptions{}); err == nil {
@@ -336,6 +335,9 @@ func narrate(hc kubernetes.Interface, views []*leafView) *narrator {
 						p := &pods.Items[i]
 						if p.DeletionTimestamp == nil && podReady(p) {
 							readyN++
+						}
+						if p.Spec.NodeName == v.leaf {
+							s.observe(p)
 						}
 						if p.Spec.NodeName != "" && p.Spec.NodeName != v.leaf && podReady(p) {
 							s.elsewhere[p.Name] = p.Spec.NodeName
@@ -371,9 +373,6 @@ func narrate(hc kubernetes.Interface, views []*leafView) *narrator {
 						continue
 					}
 					seenEvents[e.UID] = true
-					if leaf, ok := leafOfNS[e.Regarding.Namespace]; ok && e.Reason == "TaintManagerEviction" && strings.HasPrefix(e.Note, "Marking for deletion") {
-						sum[leaf].evicted[e.Regarding.Name] = true // KCM's Events carry no pod UID
-					}
 					fresh = append(fresh, fmt.Sprintf("event %s on %s %s: %s", e.Reason, strings.ToLower(e.Regarding.Kind), e.Regarding.Name, firstLine(e.Note)))
 				}
 				sort.Strings(fresh)
