@@ -13,6 +13,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -38,8 +39,25 @@ func CacheOptions(cfg config.Config) cache.Options {
 	}
 }
 
+// Option changes how Setup wires the controllers.
+type Option func(*options)
+
+type options struct {
+	clock clock.WithTicker
+}
+
+// WithClock gives every controller that takes a clock (probes and the
+// readiness engine's times, leaves, pod sync) this one instead of the
+// real clock. cmd/leafsync uses it only for the test-only clock skew
+// (LEAFSYNC_TEST_CLOCK_SKEW).
+func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+
 // Setup adds leafsync's controllers to the manager.
-func Setup(mgr manager.Manager, cfg config.Config) error {
+func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
+	o := options{clock: clock.RealClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	fleet, err := hysteresis.NewFleet(cfg.Hysteresis)
 	if err != nil {
 		return fmt.Errorf("hysteresis: %w", err)
@@ -82,6 +100,7 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 		Reader:    mgr.GetAPIReader(),
 		Restore:   state.restoreHook,
 		OnObserve: state.persister.Observed,
+		Clock:     o.clock,
 	})
 	if err != nil {
 		return err
@@ -101,11 +120,11 @@ func Setup(mgr manager.Manager, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet, leafNodes, records); err != nil {
+	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet, leafNodes, records, o.clock); err != nil {
 		return err
 	}
 	keeper := state.keeper
-	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper, leafNodes); err != nil {
+	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper, leafNodes, o.clock); err != nil {
 		return err
 	}
 	return setupKubeletAPI(mgr, cfg, ctl.Registry(), leafNodes)
@@ -138,7 +157,7 @@ func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
 // themselves (one per leaf per renew interval, retries within it), so a
 // limiter could only make them queue — behind each other, or behind Node
 // writes when many members churn pods.
-func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet, nodes coreinformers.NodeInformer, records *guard.Records) error {
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet, nodes coreinformers.NodeInformer, records *guard.Records, clk clock.WithTicker) error {
 	hostCfg := rest.CopyConfig(mgr.GetConfig())
 	hostCfg.QPS, hostCfg.Burst = 50, 100
 	host, err := kubernetes.NewForConfig(hostCfg)
@@ -167,6 +186,7 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 		Resync:             l.Resync.Duration,
 		Recorder:           mgr.GetEventRecorder("leafsync"),
 		Logger:             mgr.GetLogger(),
+		Clock:              clk,
 	}
 	if records != nil {
 		o.Guard = records

@@ -201,7 +201,14 @@ func run(cmd *cobra.Command, kubeconfig string, cfg config.Config) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := syncer.Setup(mgr, cfg); err != nil {
+	clk, skew, err := testClock()
+	if err != nil {
+		return err
+	}
+	if skew != 0 {
+		log.Info("TEST ONLY: leafsync's clock is skewed off the real one", "env", testClockSkewEnv, "skew", skew.String())
+	}
+	if err := syncer.Setup(mgr, cfg, syncer.WithClock(clk)); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 

@@ -174,7 +174,7 @@ func New(c client.Client, o Options) (*Controller, error) {
 			}
 		},
 		now:   o.Clock.Now,
-		clock: clock.RealClock{},
+		clock: probeClock(o.Clock),
 		log:   log,
 		swaps: map[string]*swap{},
 		gates: map[*member.Runtime]context.CancelFunc{},
@@ -270,4 +270,14 @@ func (c *Controller) enqueue(key types.NamespacedName) {
 	if q != nil {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
+}
+
+// probeClock is the clock that times and stamps probes: Options.Clock when
+// it can also wait, so that probe outcomes and status times share one
+// clock.
+func probeClock(c clock.PassiveClock) clock.Clock {
+	if cc, ok := c.(clock.Clock); ok {
+		return cc
+	}
+	return clock.RealClock{}
 }

@@ -245,6 +245,7 @@ func (r *runtimes) newRuntime(spec *registration.Spec) (*member.Runtime, error) 
 		Observe:         func(cluster string, obs hysteresis.Observation) { r.observe(cluster, rt, obs) },
 		OnBreakerChange: r.onBreakerChange,
 		Logger:          r.log,
+		Clock:           r.clock,
 	})
 	return rt, err
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/engage"
+	"github.com/leafsync/leafsync/syncer/hostclock"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
@@ -70,6 +71,9 @@ type Options struct {
 	// Clock times decisions, status times and the resync (the real clock
 	// when nil).
 	Clock clock.WithTicker
+	// HostClock is the host API server's time on Clock, measured from the
+	// host's answers (Clock itself, unmeasured, when nil).
+	HostClock *hostclock.Clock
 }
 
 // key names one pod in one member.
@@ -96,6 +100,9 @@ type Controller struct {
 func New(o Options) *Controller {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.HostClock == nil {
+		o.HostClock = hostclock.New(o.Clock)
 	}
 	if o.Workers < 1 {
 		o.Workers = 1
@@ -514,7 +521,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		}
 	}
 	in := Input{
-		Now: c.opts.Clock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
+		Now: c.opts.Clock.Now(), HostNow: c.opts.HostClock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records, HostIdentity: c.opts.Registry.HostIdentity(),
 		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),

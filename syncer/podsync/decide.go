@@ -118,7 +118,12 @@ func (p Plan) Get(t ActionType) (Action, bool) {
 
 // Input is everything Decide looks at for one namespace/name in one member.
 type Input struct {
+	// Now is leafsync's clock: compared only with leafsync's own times
+	// (State, Records).
 	Now time.Time
+	// HostNow is the host API server's time now (hostclock): compared only
+	// with times in host objects (deletionTimestamp, conditions, taints).
+	HostNow time.Time
 	// Cluster is the member's name.
 	Cluster string
 	// HostIdentity is the host's identity (LabelHost on what leafsync
@@ -276,19 +281,17 @@ func terminatingSince(hp *corev1.Pod) time.Time {
 	return t
 }
 
-// ReapTime is when a Terminating host pod on a leaf confirmed down is
-// finished: reapAfter after it began terminating and after the outage
-// was confirmed, whichever is later.
-func ReapTime(hp *corev1.Pod, st hysteresis.Status, reapAfter time.Duration) time.Time {
-	from := terminatingSince(hp)
+// reapWait is how long until a Terminating host pod on a leaf confirmed
+// down is finished (≤ 0: now): reapAfter after it began terminating and
+// after the outage was confirmed, whichever is later. Each on its own
+// clock: the termination on the host's (hostNow), the outage on
+// leafsync's (now).
+func reapWait(hp *corev1.Pod, st hysteresis.Status, reapAfter time.Duration, now, hostNow time.Time) time.Duration {
 	down := st.OutageSince
 	if down.IsZero() {
 		down = st.Since
 	}
-	if down.After(from) {
-		from = down
-	}
-	return from.Add(reapAfter)
+	return max(terminatingSince(hp).Add(reapAfter).Sub(hostNow), down.Add(reapAfter).Sub(now))
 }
 
 // Decide is the pure decision of pod sync for one namespace/name in one
@@ -615,13 +618,13 @@ func decideTerminating(in Input, p *Plan) {
 			}}, Action{Type: Event, Reason: "DeleteOwed",
 				Message: fmt.Sprintf("member cluster %s is down: the delete (%s) is recorded and will be handled when it is back", in.Cluster, causeText(cause))})
 		}
-		reap := ReapTime(hp, in.State, in.ReapAfter)
-		if !in.Now.Before(reap) {
+		reap := reapWait(hp, in.State, in.ReapAfter, in.Now, in.HostNow)
+		if reap <= 0 {
 			p.add(Action{Type: FinishHost, Persist: true, Reason: "Reaped"},
 				Action{Type: Event, Warning: true, Reason: "PodReaped",
 					Message: fmt.Sprintf("finished in the host after %s Terminating on a leaf whose member is down; the member pod's delete is owed", in.ReapAfter)})
 		} else {
-			p.requeue(reap.Sub(in.Now))
+			p.requeue(reap)
 		}
 		return
 	}

@@ -174,7 +174,7 @@ func TestOwedAndReaper(t *testing.T) {
 				in.Member = nil
 				wantActions(t, Decide(in))
 				in.Member = mp
-				in.Now = t0.Add(50 * time.Second)
+				in.Now, in.HostNow = t0.Add(50*time.Second), t0.Add(50*time.Second)
 				p = Decide(in)
 				wantActions(t, p, FinishHost, Event)
 				if f, _ := p.Get(FinishHost); !f.Persist {
@@ -183,15 +183,15 @@ func TestOwedAndReaper(t *testing.T) {
 			})
 		}
 	}
-	t.Run("ReapTime counts from the later of termination and outage", func(t *testing.T) {
+	t.Run("reapWait counts from the later of termination and outage", func(t *testing.T) {
 		hp := deleted(hostPod("h1"), t0, 30, CauseTaintManager)
 		st := hysteresis.Status{State: hysteresis.NotReady, OutageSince: t0.Add(-time.Hour)}
-		if got := ReapTime(hp, st, time.Minute); !got.Equal(t0.Add(time.Minute)) {
-			t.Errorf("ReapTime = %s", got)
+		if got := reapWait(hp, st, time.Minute, t0, t0); got != time.Minute {
+			t.Errorf("reapWait = %s", got)
 		}
 		st.OutageSince = t0.Add(time.Hour)
-		if got := ReapTime(hp, st, time.Minute); !got.Equal(t0.Add(time.Hour + time.Minute)) {
-			t.Errorf("ReapTime = %s", got)
+		if got := reapWait(hp, st, time.Minute, t0, t0); got != time.Hour+time.Minute {
+			t.Errorf("reapWait = %s", got)
 		}
 	})
 }

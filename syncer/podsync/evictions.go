@@ -19,6 +19,13 @@ import (
 // the evictions the taint manager gave up on once the outage is real, and
 // does not mistake the condition a refusal leaves behind for the cause of
 // a later delete.
+//
+// One clock per comparison: times in the host pod and on the leaf (the
+// condition, deletionTimestamp, a taint's timeAdded) are the host control
+// plane's and are measured against Input.HostNow; the member's outage
+// times are leafsync's and are measured against Input.Now. leafsync stamps
+// the conditions it sets with HostNow, so that they compare with the API
+// server's deletionTimestamp.
 
 const (
 	// AnnotationEvictionRefused on a host pod is the time of the
@@ -74,27 +81,57 @@ func conditionStamp(c *corev1.PodCondition) string {
 	return c.LastTransitionTime.UTC().Format(time.RFC3339)
 }
 
-// evictionDeadline is when a pod is evicted from a leaf whose member is
-// down: the earliest node-lifecycle NoExecute taint's time plus the pod's
-// shortest toleration of it (the taint manager's rule, from
-// kube-controller-manager's tainteviction.getMinTolerationTime), with the
-// toleration counted from when the member stopped answering (unreachable,
-// zero if unknown) when that is earlier than the taint. KCM taints a
-// leafsync leaf only once leafsync has confirmed the outage, notReadyAfter
-// after it began; a kubelet's node is tainted a grace period after it went
-// silent. Counting from the taint would make waiting out flaps cost a
-// slower failover in every real outage. ok is false when no such taint is
-// on the leaf or the pod tolerates it for ever.
-func evictionDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, unreachable time.Time) (deadline time.Time, ok bool) {
-	return noExecuteDeadline(hp, leafTaints, true, unreachable)
+// evictionWait is how long until a pod is evicted from a leaf whose member
+// is down (≤ 0: due): the pod's shortest toleration of a node-lifecycle
+// NoExecute taint (the taint manager's rule, from kube-controller-manager's
+// tainteviction.getMinTolerationTime), counted from the taint's timeAdded
+// (on the host's clock, hostNow) or from when the member stopped answering
+// (unreachable, on leafsync's clock, now; zero if unknown), whichever ends
+// first. KCM taints a leafsync leaf only once leafsync has confirmed the
+// outage, notReadyAfter after it began; a kubelet's node is tainted a grace
+// period after it went silent. Counting from the taint alone would make
+// waiting out flaps cost a slower failover in every real outage. due is
+// the deadline on the host's clock, for messages. ok is false when no such
+// taint is on the leaf or the pod tolerates it for ever.
+func evictionWait(hp *corev1.Pod, leafTaints []corev1.Taint, unreachable, now, hostNow time.Time) (wait time.Duration, due time.Time, ok bool) {
+	for i := range leafTaints {
+		t := &leafTaints[i]
+		if t.Effect != corev1.TaintEffectNoExecute || !lifecycleTaints[t.Key] || t.TimeAdded == nil {
+			continue
+		}
+		tol, bounded := tolerationOf(hp, t)
+		if !bounded {
+			continue
+		}
+		w := t.TimeAdded.Add(tol).Sub(hostNow)
+		if !unreachable.IsZero() {
+			w = min(w, unreachable.Add(tol).Sub(now))
+		}
+		if !ok || w < wait {
+			wait, ok = w, true
+		}
+	}
+	return wait, hostNow.Add(wait), ok
 }
 
-// userTaintDeadline is the same for the NoExecute taints node lifecycle
-// did not set (a user's maintenance taint, out-of-service): the taint
-// manager evicts for them whatever the member's state.
+// userTaintDeadline is when the taint manager evicts a pod for the
+// NoExecute taints node lifecycle did not set (a user's maintenance taint,
+// out-of-service), whatever the member's state: a time on the host's
+// clock.
 func userTaintDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time.Time, ok bool) {
-	if d, ok := noExecuteDeadline(hp, leafTaints, false, time.Time{}); ok {
-		return d, true
+	for i := range leafTaints {
+		t := &leafTaints[i]
+		if t.Effect != corev1.TaintEffectNoExecute || lifecycleTaints[t.Key] || t.TimeAdded == nil {
+			continue
+		}
+		if tol, bounded := tolerationOf(hp, t); bounded {
+			if at := t.TimeAdded.Add(tol); !ok || at.Before(deadline) {
+				deadline, ok = at, true
+			}
+		}
+	}
+	if ok {
+		return deadline, true
 	}
 	// A taint without timeAdded (node lifecycle sets it; a user usually
 	// does not): the taint manager counts from when it saw the taint, which
@@ -129,44 +166,33 @@ func toleratesForever(hp *corev1.Pod, t *corev1.Taint) bool {
 	return tolerated
 }
 
-func noExecuteDeadline(hp *corev1.Pod, leafTaints []corev1.Taint, lifecycle bool, since time.Time) (deadline time.Time, ok bool) {
-	for i := range leafTaints {
-		t := &leafTaints[i]
-		if t.Effect != corev1.TaintEffectNoExecute || lifecycleTaints[t.Key] != lifecycle || t.TimeAdded == nil {
+// tolerationOf is how long the pod tolerates a taint: 0 when it does not
+// tolerate it, the shortest tolerationSeconds of the tolerations that
+// match; bounded is false when it tolerates the taint for ever.
+func tolerationOf(hp *corev1.Pod, t *corev1.Taint) (wait time.Duration, bounded bool) {
+	wait, forever, tolerated := time.Duration(-1), true, false
+	for j := range hp.Spec.Tolerations {
+		tol := &hp.Spec.Tolerations[j]
+		if !tol.ToleratesTaint(klog.Background(), t, false) {
 			continue
 		}
-		wait, forever, tolerated := time.Duration(-1), true, false
-		for j := range hp.Spec.Tolerations {
-			tol := &hp.Spec.Tolerations[j]
-			if !tol.ToleratesTaint(klog.Background(), t, false) {
-				continue
-			}
-			tolerated = true
-			if tol.TolerationSeconds == nil {
-				continue
-			}
-			forever = false
-			d := time.Duration(max(*tol.TolerationSeconds, 0)) * time.Second
-			if wait < 0 || d < wait {
-				wait = d
-			}
-		}
-		switch {
-		case !tolerated:
-			wait = 0
-		case forever:
+		tolerated = true
+		if tol.TolerationSeconds == nil {
 			continue
 		}
-		from := t.TimeAdded.Time
-		if !since.IsZero() && since.Before(from) {
-			from = since
-		}
-		at := from.Add(wait)
-		if !ok || at.Before(deadline) {
-			deadline, ok = at, true
+		forever = false
+		d := time.Duration(max(*tol.TolerationSeconds, 0)) * time.Second
+		if wait < 0 || d < wait {
+			wait = d
 		}
 	}
-	return deadline, ok
+	switch {
+	case !tolerated:
+		return 0, true
+	case forever:
+		return 0, false
+	}
+	return wait, true
 }
 
 // decideEvictions looks at a live host pod on the leaf: reports a refused
@@ -176,7 +202,7 @@ func decideEvictions(in Input, p *Plan) {
 	hp := in.Host
 	if c := evictionCondition(hp); c != nil && c.Reason == CauseTaintManager {
 		stamp := conditionStamp(c)
-		age := in.Now.Sub(c.LastTransitionTime.Time)
+		age := in.HostNow.Sub(c.LastTransitionTime.Time)
 		switch {
 		case hp.Annotations[AnnotationEvictionRefused] == stamp:
 		case age >= refusedAfter:
@@ -192,8 +218,8 @@ func decideEvictions(in Input, p *Plan) {
 	// member is Ready; the eviction is the user's intent, so leafsync
 	// carries it out.
 	if deadline, ok := userTaintDeadline(hp, in.LeafTaints); ok {
-		if due := deadline.Add(completeAfter); in.Now.Before(due) {
-			p.requeue(due.Sub(in.Now))
+		if due := deadline.Add(completeAfter); in.HostNow.Before(due) {
+			p.requeue(due.Sub(in.HostNow))
 		} else {
 			p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
 				Message: fmt.Sprintf("evicted by leafsync as the taint manager would have: the leaf carries a NoExecute taint the pod does not tolerate (due %s)", deadline.UTC().Format(time.RFC3339))})
@@ -203,12 +229,12 @@ func decideEvictions(in Input, p *Plan) {
 	if in.State.State != hysteresis.NotReady {
 		return
 	}
-	deadline, ok := evictionDeadline(hp, in.LeafTaints, in.State.UnreachableSince)
+	wait, deadline, ok := evictionWait(hp, in.LeafTaints, in.State.UnreachableSince, in.Now, in.HostNow)
 	if !ok {
 		return
 	}
-	if due := deadline.Add(completeAfter); in.Now.Before(due) {
-		p.requeue(due.Sub(in.Now))
+	if wait += completeAfter; wait > 0 {
+		p.requeue(wait)
 		return
 	}
 	p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",

@@ -88,6 +88,11 @@ func TestLeftOverConditionIsNotTheCauseOfALaterDelete(t *testing.T) {
 
 func TestEvictionDeadline(t *testing.T) {
 	taintAt := t0.Add(-time.Minute)
+	// deadline: the due time on the host's clock (t0 here), and ok.
+	deadline := func(pod *corev1.Pod, taints []corev1.Taint, unreachable time.Time) (time.Time, bool) {
+		_, due, ok := evictionWait(pod, taints, unreachable, t0, t0)
+		return due, ok
+	}
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
@@ -100,7 +105,7 @@ func TestEvictionDeadline(t *testing.T) {
 		{"negative seconds: at once", tolerating(hostPod("h1"), ptr.To[int64](-5)), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			at, ok := evictionDeadline(tc.pod, unreachableSince(taintAt), time.Time{})
+			at, ok := deadline(tc.pod, unreachableSince(taintAt), time.Time{})
 			if tc.want < 0 {
 				if ok {
 					t.Fatalf("deadline %s, want none", at)
@@ -115,17 +120,17 @@ func TestEvictionDeadline(t *testing.T) {
 	// A user's NoExecute taint is the taint manager's business, not a
 	// lifecycle eviction leafsync completes.
 	user := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(taintAt))}}
-	if _, ok := evictionDeadline(hostPod("h1"), user, time.Time{}); ok {
+	if _, ok := deadline(hostPod("h1"), user, time.Time{}); ok {
 		t.Fatalf("deadline from a user's taint")
 	}
 	// The toleration counts from when the member stopped answering, when
 	// that came before the taint; never from later than the taint.
 	pod := tolerating(hostPod("h1"), ptr.To[int64](30))
 	began := taintAt.Add(-30 * time.Second)
-	if at, ok := evictionDeadline(pod, unreachableSince(taintAt), began); !ok || !at.Equal(began.Add(30*time.Second)) {
+	if at, ok := deadline(pod, unreachableSince(taintAt), began); !ok || !at.Equal(began.Add(30*time.Second)) {
 		t.Fatalf("outage began 30s before the taint: deadline %s (%v), want %s", at, ok, began.Add(30*time.Second))
 	}
-	if at, _ := evictionDeadline(pod, unreachableSince(taintAt), taintAt.Add(time.Minute)); !at.Equal(taintAt.Add(30 * time.Second)) {
+	if at, _ := deadline(pod, unreachableSince(taintAt), taintAt.Add(time.Minute)); !at.Equal(taintAt.Add(30 * time.Second)) {
 		t.Fatalf("outage dated after the taint: deadline %s, want the taint's %s", at, taintAt.Add(30*time.Second))
 	}
 }

@@ -161,7 +161,7 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		err = x.syncStatus(ctx)
 	case FailHost:
 		x.logAction(a)
-		err = x.updateHostStatus(ctx, FailedStatus(x.hp, a.Reason, a.Message, c.opts.Clock.Now()))
+		err = x.updateHostStatus(ctx, FailedStatus(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
 	case FinishHost:
 		x.logAction(a)
 		err = x.finishHost(ctx, a.Persist)
@@ -206,12 +206,14 @@ func (x *execution) do(ctx context.Context, a Action) error {
 // evictHost does what the taint manager does to evict a pod: the
 // DisruptionTarget condition, then a DELETE with the pod's own grace. The
 // condition is set afresh so that the delete is classified as this
-// eviction, not as a later user delete.
+// eviction, not as a later user delete; it is stamped with the host API
+// server's time, which that classification compares with the delete's
+// deletionTimestamp (leafsync's clock may be off).
 func (x *execution) evictHost(ctx context.Context, a Action) error {
 	st := x.hp.Status.DeepCopy()
 	cond := corev1.PodCondition{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
-		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.Clock.Now()),
+		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.HostClock.Now()),
 	}
 	replaced := false
 	for i := range st.Conditions {

@@ -84,7 +84,7 @@ func status(s hysteresis.State) hysteresis.Status {
 
 func input(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) Input {
 	in := Input{
-		Now: t0, Cluster: testCluster, HostIdentity: testHost, State: status(st), Policy: DeferUntilReplaced,
+		Now: t0, HostNow: t0, Cluster: testCluster, HostIdentity: testHost, State: status(st), Policy: DeferUntilReplaced,
 		MaxDeferral: 10 * time.Minute, ReapAfter: time.Minute,
 		Host: hp, Member: mp, Records: recs,
 	}
