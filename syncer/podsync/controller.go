@@ -230,8 +230,7 @@ type memberSync struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 
-	depMu  sync.Mutex
-	copied map[depKey]string // member copies known to match host UID/resourceVersion
+	depMu sync.Mutex // serializes the writes of member ConfigMap and Secret copies
 }
 
 func (c *Controller) startMember(parent context.Context, m clusters.Member) *memberSync {
@@ -245,7 +244,6 @@ func (c *Controller) startMember(parent context.Context, m clusters.Member) *mem
 		kick:    make(chan struct{}, 1),
 		cancel:  cancel,
 		ctx:     ctx,
-		copied:  map[depKey]string{},
 	}
 	ms.setMember(m)
 	ms.done.Add(1 + c.opts.Workers)

@@ -102,11 +102,16 @@ func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, n
 
 // ensureDeps copies (or refreshes) the ConfigMaps and Secrets a pod uses,
 // reading the member's objects afresh: a name resolves only to the host's
-// object. depMu must be held.
+// object, and a copy deleted or changed in the member is restored before
+// the pod is created. depMu must be held.
 func (ms *memberSync) ensureDeps(ctx context.Context, rt *member.Runtime, ns string, refs []ObjectRef) error {
 	var errs []error
 	for _, r := range refs {
-		err := ms.syncDep(ctx, rt, depKey{r.Kind, ns, r.Name}, r.Optional, true)
+		k := depKey{r.Kind, ns, r.Name}
+		cur, err := ms.memberCopy(ctx, rt, k)
+		if err == nil {
+			err = ms.syncDep(ctx, rt, k, cur, !r.Optional)
+		}
 		var ref refusal
 		if errors.As(err, &ref) {
 			return err
@@ -118,135 +123,166 @@ func (ms *memberSync) ensureDeps(ctx context.Context, rt *member.Runtime, ns str
 	return errors.Join(errs...)
 }
 
-// syncDep makes the member copy of one host ConfigMap or Secret match it.
-// A member object of that name that leafsync did not create is never read
-// beyond its labels, used or overwritten: a refusal. A missing host object
-// (or a host service-account token, never copied) is a refusal unless
-// optional. Unless fresh, a copy known to match is not read again.
-func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey, optional, fresh bool) error {
-	host := ms.c.opts.Host.CoreV1()
+// memberCopy reads the member's object of that name (nil: none).
+func (ms *memberSync) memberCopy(ctx context.Context, rt *member.Runtime, k depKey) (metav1.Object, error) {
 	mc := rt.Client().CoreV1()
 	var (
-		want    metav1.Object // nil: nothing to copy
-		version string
-		missing refusal
+		o   metav1.Object
+		err error
 	)
+	switch k.Kind {
+	case "ConfigMap":
+		o, err = mc.ConfigMaps(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+	case "Secret":
+		o, err = mc.Secrets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+	default:
+		return nil, fmt.Errorf("unknown kind %q", k.Kind)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// hostCopy is the member copy leafsync wants of a host ConfigMap or Secret,
+// or, when there is none to make, the refusal that says why.
+func (ms *memberSync) hostCopy(ctx context.Context, k depKey) (metav1.Object, refusal, error) {
+	host := ms.c.opts.Host.CoreV1()
 	switch k.Kind {
 	case "ConfigMap":
 		cm, err := host.ConfigMaps(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			missing = ms.hostMissing(k)
+			return nil, ms.hostMissing(k), nil
 		case err != nil:
-			return err
-		default:
-			version = string(cm.UID) + "/" + cm.ResourceVersion
-			want = &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
-					Labels:      managedLabels(ms.cluster, ms.hostIdentity(), cm.UID, cm.Labels),
-					Annotations: map[string]string{AnnotationHostResourceVersion: cm.ResourceVersion}},
-				Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable,
-			}
+			return nil, refusal{}, err
 		}
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
+				Labels:      managedLabels(ms.cluster, ms.hostIdentity(), cm.UID, cm.Labels),
+				Annotations: map[string]string{AnnotationHostResourceVersion: cm.ResourceVersion}},
+			Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable,
+		}, refusal{}, nil
 	case "Secret":
 		s, err := host.Secrets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			missing = ms.hostMissing(k)
+			return nil, ms.hostMissing(k), nil
 		case err != nil:
-			return err
+			return nil, refusal{}, err
 		case s.Type == corev1.SecretTypeServiceAccountToken:
 			// A host token never goes down.
-			missing = refusal{reason: "HostObjectNotCopied", after: conflictRetry, msg: fmt.Sprintf(
-				"Secret %s/%s is a service-account token of the host: it is never copied into member %s", k.Namespace, k.Name, ms.cluster)}
-		default:
-			version = string(s.UID) + "/" + s.ResourceVersion
-			want = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
-					Labels:      managedLabels(ms.cluster, ms.hostIdentity(), s.UID, s.Labels),
-					Annotations: map[string]string{AnnotationHostResourceVersion: s.ResourceVersion}},
-				Data: s.Data, Type: s.Type, Immutable: s.Immutable,
-			}
+			return nil, refusal{reason: "HostObjectNotCopied", after: conflictRetry, msg: fmt.Sprintf(
+				"Secret %s/%s is a service-account token of the host: it is never copied into member %s", k.Namespace, k.Name, ms.cluster)}, nil
 		}
-	default:
-		return fmt.Errorf("unknown kind %q", k.Kind)
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace,
+				Labels:      managedLabels(ms.cluster, ms.hostIdentity(), s.UID, s.Labels),
+				Annotations: map[string]string{AnnotationHostResourceVersion: s.ResourceVersion}},
+			Data: s.Data, Type: s.Type, Immutable: s.Immutable,
+		}, refusal{}, nil
 	}
-	if want != nil && !fresh && ms.copied[k] == version {
-		return nil
-	}
-	// The member's copy, if any.
-	var (
-		cur       metav1.Object
-		immutable bool
-		sameType  = true
-	)
-	var err error
-	switch k.Kind {
-	case "ConfigMap":
-		var cm *corev1.ConfigMap
-		cm, err = mc.ConfigMaps(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		if err == nil {
-			cur, immutable = cm, cm.Immutable != nil && *cm.Immutable
-		}
-	case "Secret":
-		var s *corev1.Secret
-		s, err = mc.Secrets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		if err == nil {
-			cur, immutable = s, s.Immutable != nil && *s.Immutable
-			if want != nil {
-				sameType = s.Type == want.(*corev1.Secret).Type
-			}
-		}
-	}
-	switch {
-	case err != nil && !apierrors.IsNotFound(err):
+	return nil, refusal{}, fmt.Errorf("unknown kind %q", k.Kind)
+}
+
+// syncDep makes the member copy of one host ConfigMap or Secret match it;
+// cur is the member's object of that name as just read (nil: none), so a
+// copy deleted or changed in the member is restored. A member object of
+// that name that leafsync did not create is never read beyond its labels,
+// used or overwritten: a refusal. A missing host object (or a host
+// service-account token, never copied) is a refusal when needed (a
+// reference that is not optional); otherwise its copy is deleted, unless
+// another synced pod needs it.
+func (ms *memberSync) syncDep(ctx context.Context, rt *member.Runtime, k depKey, cur metav1.Object, needed bool) error {
+	want, missing, err := ms.hostCopy(ctx, k)
+	if err != nil {
 		return err
-	case err == nil && !ownedBy(cur.GetLabels(), ms.cluster, ms.hostIdentity()):
-		delete(ms.copied, k)
+	}
+	if want == nil && missing.reason != reasonHostObjectNotFound {
+		needed = true // a host token: the pod is refused, optional or not
+	}
+	owned := cur == nil || ownedBy(cur.GetLabels(), ms.cluster, ms.hostIdentity())
+	switch planCopy(cur, want, owned, needed) {
+	case copyRefuse:
 		return refusal{reason: "MemberObjectConflict", after: conflictRetry, msg: fmt.Sprintf(
 			"member cluster %s has %s %s/%s, which leafsync did not create: the pod would use it instead of the host's, so it is not run there (the member's object is neither used nor changed); the member's owner can rename it, or the pod can use another name",
 			ms.cluster, k.Kind, k.Namespace, k.Name)}
-	case want == nil && (optional && missing.reason == "HostObjectNotFound"):
-		return nil // as on a node: an optional reference may be missing
-	case want == nil:
+	case copyWait:
 		return missing
-	case apierrors.IsNotFound(err):
-		err = ms.createDep(ctx, rt, want)
-	case cur.GetAnnotations()[AnnotationHostResourceVersion] == want.GetAnnotations()[AnnotationHostResourceVersion] &&
-		cur.GetLabels()[LabelHostUID] == want.GetLabels()[LabelHostUID]:
-		// Already up to date.
-	case immutable || !sameType:
-		uid := cur.GetUID()
-		err = ms.deleteDep(ctx, rt, k, uid)
-		if err == nil {
-			err = ms.createDep(ctx, rt, want)
-		}
-	default:
-		want.SetResourceVersion(cur.GetResourceVersion())
-		err = member.Retry(ctx, memberRetry, func(ctx context.Context) error {
-			var err error
-			switch o := want.(type) {
-			case *corev1.ConfigMap:
-				_, err = mc.ConfigMaps(k.Namespace).Update(ctx, o, metav1.UpdateOptions{})
-			case *corev1.Secret:
-				_, err = mc.Secrets(k.Namespace).Update(ctx, o, metav1.UpdateOptions{})
-			}
+	case copyKeep:
+		return nil
+	case copyCreate:
+		return ms.createDep(ctx, rt, want)
+	case copyReplace:
+		if err := ms.deleteDep(ctx, rt, k, cur.GetUID()); err != nil {
 			return err
-		})
-		if err == nil {
-			ms.log.Info("updated member copy", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
 		}
+		return ms.createDep(ctx, rt, want)
+	case copyDelete:
+		if ms.needs(rt, k) {
+			return nil
+		}
+		err := ms.deleteDep(ctx, rt, k, cur.GetUID())
+		if err == nil {
+			ms.log.Info("deleted member copy: the host object is gone and no synced pod needs it", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
+		}
+		return err
 	}
+	// copyUpdate
+	mc := rt.Client().CoreV1()
+	want.SetResourceVersion(cur.GetResourceVersion())
+	err = member.Retry(ctx, memberRetry, func(ctx context.Context) error {
+		var err error
+		switch o := want.(type) {
+		case *corev1.ConfigMap:
+			_, err = mc.ConfigMaps(k.Namespace).Update(ctx, o, metav1.UpdateOptions{})
+		case *corev1.Secret:
+			_, err = mc.Secrets(k.Namespace).Update(ctx, o, metav1.UpdateOptions{})
+		}
+		return err
+	})
 	if err == nil {
-		ms.copied[k] = version
+		ms.log.Info("updated member copy", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
 	}
 	return err
+}
+
+// needs: a synced pod (a live host pod on the leaf, or leafsync's member
+// pod) has a reference to k that is not optional.
+func (ms *memberSync) needs(rt *member.Runtime, k depKey) bool {
+	_, leaf, host := ms.snapshot()
+	uses := func(spec *corev1.PodSpec) bool {
+		for _, r := range References(spec) {
+			if r.Kind == k.Kind && r.Name == k.Name && !r.Optional {
+				return true
+			}
+		}
+		return false
+	}
+	for _, obj := range host.GetStore().List() {
+		hp, ok := obj.(*corev1.Pod)
+		if ok && hp.Namespace == k.Namespace && hp.Spec.NodeName == leaf && !isTerminal(hp) {
+			if spec := memberSpec(hp); uses(&spec) {
+				return true
+			}
+		}
+	}
+	pods, _ := rt.PodLister().Pods(k.Namespace).List(labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}))
+	for _, p := range pods {
+		if ours(p, ms.cluster, ms.hostIdentity()) && uses(&p.Spec) {
+			return true
+		}
+	}
+	return false
 }
 
 // hostMissing: the pod waits for the host object, as a kubelet waits for a
 // missing ConfigMap or Secret.
 func (ms *memberSync) hostMissing(k depKey) refusal {
-	return refusal{reason: "HostObjectNotFound", after: hostObjectPoll, msg: fmt.Sprintf(
+	return refusal{reason: reasonHostObjectNotFound, after: hostObjectPoll, msg: fmt.Sprintf(
 		"%s %s/%s not found in the host: the pod waits for it before it is created in member %s (a member object of that name is never used)",
 		k.Kind, k.Namespace, k.Name, ms.cluster)}
 }
@@ -282,17 +318,18 @@ func (ms *memberSync) deleteDep(ctx context.Context, rt *member.Runtime, k depKe
 		}
 		return mc.Secrets(k.Namespace).Delete(ctx, k.Name, opts)
 	})
-	delete(ms.copied, k)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	return err
 }
 
-// refreshDeps, run every Resync while the member is Ready: copies of host
-// ConfigMaps and Secrets in use are brought up to date, and copies no
-// synced pod uses any more (in the member, or on the leaf in the host) are
-// deleted.
+// refreshDeps, run every Resync while the member is Ready: the member's
+// copies are listed and compared with the host objects the synced pods
+// use, so a copy deleted or changed in the member, or whose host object
+// changed, is restored within one resync; a copy whose host object is gone
+// is deleted when no synced pod needs it, and copies no synced pod uses any
+// more (in the member, or on the leaf in the host) are deleted.
 func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	m, leaf, host := ms.snapshot()
 	st, ok := ms.c.opts.Registry.Hysteresis(ms.cluster)
@@ -303,8 +340,8 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	ms.depMu.Lock()
 	defer ms.depMu.Unlock()
 
-	used := map[depKey]bool{}
-	var errs []error
+	type use struct{ live, needed bool } // live: a host pod not being deleted uses it
+	uses := map[depKey]use{}
 	for _, obj := range host.GetStore().List() {
 		hp, ok := obj.(*corev1.Pod)
 		if !ok || hp.Spec.NodeName != leaf || isTerminal(hp) {
@@ -313,12 +350,10 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 		spec := memberSpec(hp)
 		for _, r := range References(&spec) {
 			k := depKey{r.Kind, hp.Namespace, r.Name}
-			used[k] = true
-			if hp.DeletionTimestamp == nil {
-				if err := ms.syncDep(ctx, rt, k, r.Optional, false); err != nil {
-					errs = append(errs, err)
-				}
-			}
+			u := uses[k]
+			u.live = u.live || hp.DeletionTimestamp == nil
+			u.needed = u.needed || !r.Optional
+			uses[k] = u
 		}
 	}
 	pods, err := rt.PodLister().List(labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}))
@@ -330,40 +365,66 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 			continue
 		}
 		for _, r := range References(&p.Spec) {
-			used[depKey{r.Kind, p.Namespace, r.Name}] = true
+			k := depKey{r.Kind, p.Namespace, r.Name}
+			u := uses[k]
+			u.needed = u.needed || !r.Optional
+			uses[k] = u
 		}
 	}
+	copies, err := ms.listCopies(ctx, rt)
+	if err != nil {
+		return err
+	}
 
-	// Copies are listed by cluster and kept to this host's (ownedBy).
+	var errs []error
+	for k, u := range uses {
+		if !u.live {
+			continue
+		}
+		var cur metav1.Object
+		if c, ok := copies[k]; ok {
+			cur = c
+		}
+		if err := ms.syncDep(ctx, rt, k, cur, u.needed); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s/%s: %w", k.Kind, k.Namespace, k.Name, err))
+		}
+	}
+	for k, c := range copies {
+		if _, used := uses[k]; used {
+			continue
+		}
+		if err := ms.deleteDep(ctx, rt, k, c.GetUID()); err != nil {
+			errs = append(errs, err)
+		} else {
+			ms.log.Info("deleted member copy no synced pod uses", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// listCopies lists this host's copies in the member (by cluster label, kept
+// to ownedBy).
+func (ms *memberSync) listCopies(ctx context.Context, rt *member.Runtime) (map[depKey]metav1.Object, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}).String()
 	mc := rt.Client().CoreV1()
+	out := map[depKey]metav1.Object{}
 	cms, err := mc.ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return nil, err
 	}
-	for _, cm := range cms.Items {
-		k := depKey{"ConfigMap", cm.Namespace, cm.Name}
-		if !used[k] && ownedBy(cm.Labels, ms.cluster, ms.hostIdentity()) {
-			if err := ms.deleteDep(ctx, rt, k, cm.UID); err != nil {
-				errs = append(errs, err)
-			} else {
-				ms.log.Info("deleted member copy no synced pod uses", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
-			}
+	for i := range cms.Items {
+		if cm := &cms.Items[i]; ownedBy(cm.Labels, ms.cluster, ms.hostIdentity()) {
+			out[depKey{"ConfigMap", cm.Namespace, cm.Name}] = cm
 		}
 	}
 	secrets, err := mc.Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return nil, err
 	}
-	for _, s := range secrets.Items {
-		k := depKey{"Secret", s.Namespace, s.Name}
-		if !used[k] && ownedBy(s.Labels, ms.cluster, ms.hostIdentity()) {
-			if err := ms.deleteDep(ctx, rt, k, s.UID); err != nil {
-				errs = append(errs, err)
-			} else {
-				ms.log.Info("deleted member copy no synced pod uses", "kind", k.Kind, "object", k.Namespace+"/"+k.Name)
-			}
+	for i := range secrets.Items {
+		if s := &secrets.Items[i]; ownedBy(s.Labels, ms.cluster, ms.hostIdentity()) {
+			out[depKey{"Secret", s.Namespace, s.Name}] = s
 		}
 	}
-	return errors.Join(errs...)
+	return out, nil
 }

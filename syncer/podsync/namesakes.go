@@ -21,10 +21,16 @@ const otherReadTimeout = 2 * time.Second
 
 // otherCopies finds, for a host pod with a stable identity that has no
 // member pod yet (and none recorded), leafsync's copies of its name in the
-// other members that are not confirmed down, made for other host pods. A
-// member's cache is looked at first; a member whose cache shows none but
-// that may hold one — a pending delete of that name, or a cache not
-// synced — is read live, and one that cannot be read counts as holding one.
+// other members that are not confirmed down, made for other host pods.
+//
+// A copy outlives its host pod only with a pending delete in its member's
+// record (owed, deferred, retained: the host pod is finished only once that
+// is persisted), or as an orphan whose record was lost. So a member's cache
+// is looked at first; a member with a pending delete of that name is also
+// read live, and one that cannot be read then counts as holding a copy; a
+// member whose cache has not synced is read live for orphans, but one that
+// cannot be read holds nothing up, so that a member with broken credentials
+// does not stop every other member's StatefulSets.
 func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *corev1.Pod, st hysteresis.State) []OtherCopy {
 	if hp == nil || mp != nil || hp.DeletionTimestamp != nil || isTerminal(hp) || !st.LeafReady() ||
 		hp.Annotations[AnnotationMemberUID] != "" || !stableIdentity(ownerOf(hp), &hp.Spec) {
@@ -34,7 +40,7 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 	var out []OtherCopy
 	for _, m := range c.opts.Registry.Members() {
 		other := m.Cluster()
-		if other == cluster {
+		if other == cluster || m.Runtime == nil {
 			continue
 		}
 		if s, ok := c.opts.Registry.Hysteresis(other); !ok || s.State == hysteresis.NotReady || s.State == hysteresis.Recovering {
@@ -46,8 +52,9 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 			}
 			return OtherCopy{Cluster: other, HostUID: p.Labels[LabelHostUID]}, true
 		}
-		mayHold := !m.Runtime.HasSynced() || c.recordsName(other, hp.Namespace, hp.Name)
-		if m.Runtime.HasSynced() {
+		recorded := c.recordsName(other, hp.Namespace, hp.Name)
+		synced := m.Runtime.HasSynced()
+		if synced {
 			if p, err := m.Runtime.PodLister().Pods(hp.Namespace).Get(hp.Name); err == nil {
 				if o, ok := copyOf(p); ok {
 					out = append(out, o)
@@ -55,15 +62,14 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 				}
 			}
 		}
-		if !mayHold {
+		if synced && !recorded {
 			continue
 		}
 		p, err := readPod(ctx, m, hp.Namespace, hp.Name)
-		if err != nil {
+		switch o, ok := copyOf(p); {
+		case err != nil && recorded:
 			out = append(out, OtherCopy{Cluster: other, Err: err.Error()})
-			continue
-		}
-		if o, ok := copyOf(p); ok {
+		case err == nil && ok:
 			out = append(out, o)
 		}
 	}
