@@ -100,9 +100,9 @@ type entry struct {
 	mem   ClusterState      // what components see
 	objs  map[string]object // its records as of the last read or write (when known)
 	parts int               // ledger parts of the last layout written
-	// ledger counts changes of mem.Deletes; laid out caches the ledger
-	// parts of the last layout and the count they were made at, so that a
-	// snapshot checkpoint does not encode a long ledger again.
+	// ledger counts changes of mem.Deletes; laidOut is the last layout
+	// and laidOutAt the count it was made at, so that a snapshot checkpoint
+	// does not encode a long ledger again, and a change only its parts.
 	ledger, laidOutAt uint64
 	laidOut           *ledgerLayout
 	known             bool // objs reflect the store (read or written here)
@@ -752,10 +752,7 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 		gone, seq, prev := e.gone, e.seq, e.parts
 		st := clone(e.mem)
 		st.Term, st.Writer = k.term, k.opts.Writer
-		ledger, cached := e.ledger, e.laidOut
-		if e.laidOutAt != ledger || cached == nil || cached.term != st.Term {
-			cached = nil
-		}
+		ledger, last, unchanged := e.ledger, e.laidOut, e.laidOutAt == e.ledger
 		have := make(map[string]object, len(e.objs))
 		for name, o := range e.objs {
 			have[name] = o
@@ -765,7 +762,7 @@ func (k *Keeper) flushOne(ctx context.Context, cluster string) error {
 		want, parts := map[string]object{}, 0
 		if !gone {
 			var err error
-			if want, parts, err = layout(cluster, st, prev, cached); err != nil {
+			if want, parts, err = layout(cluster, st, prev, last, unchanged); err != nil {
 				return err
 			}
 			k.mu.Lock()

@@ -108,6 +108,7 @@ type object struct {
 	st      ClusterState
 	sum     [sha256.Size]byte // of the JSON encoding: tells a change apart
 	version Version           // "" for a record not in the store
+	size    int               // encoded (a ledger part laid out here)
 }
 
 func summed(st ClusterState) (object, int, error) {
@@ -118,7 +119,8 @@ func summed(st ClusterState) (object, int, error) {
 	return object{st: st, sum: sha256.Sum256(data)}, len(data), nil
 }
 
-// ledgerLayout is a layout kept for as long as the ledger does not change.
+// ledgerLayout is the last layout of a ledger, kept so that the next one
+// encodes only the parts whose deletes changed.
 type ledgerLayout struct {
 	objs  map[string]object // the ledger parts (the head is laid out anew)
 	parts int
@@ -126,13 +128,14 @@ type ledgerLayout struct {
 }
 
 // layout is how a cluster's state is written: its head and its ledger
-// parts by name, and the number of parts n. The parts are those of cached
-// when given (the same ledger, laid out before). Otherwise it starts from
-// n = prev parts (the last layout), doubles n while a part is too large
-// encoded, and halves it once while the whole ledger would fill fewer than
-// a quarter of the parts, so that the count neither flaps nor stays high
-// for ever.
-func layout(cluster string, st ClusterState, prev int, cached *ledgerLayout) (map[string]object, int, error) {
+// parts by name, and the number of parts n. With unchanged, the parts are
+// those of last (the same ledger, laid out before). Otherwise it starts
+// from n = prev parts (the last layout), doubles n while a part is too
+// large encoded, and halves it once while the whole ledger would fill fewer
+// than a quarter of the parts, so that the count neither flaps nor stays
+// high for ever; a part whose deletes are those of last's is not encoded
+// again.
+func layout(cluster string, st ClusterState, prev int, last *ledgerLayout, unchanged bool) (map[string]object, int, error) {
 	out := map[string]object{}
 	head, _, err := summed(ClusterState{Hysteresis: st.Hysteresis, Term: st.Term, Writer: st.Writer})
 	if err != nil {
@@ -142,20 +145,24 @@ func layout(cluster string, st ClusterState, prev int, cached *ledgerLayout) (ma
 	if len(st.Deletes) == 0 {
 		return out, 0, nil
 	}
-	if cached != nil {
-		for name, o := range cached.objs {
-			if name != cluster {
-				out[name] = o
+	var reuse map[string]object
+	if last != nil && last.term == st.Term {
+		if unchanged {
+			for name, o := range last.objs {
+				if name != cluster {
+					out[name] = o
+				}
 			}
+			return out, last.parts, nil
 		}
-		return out, cached.parts, nil
+		reuse = last.objs
 	}
 	n := max(prev, 1)
 	for {
-		parts, total, err := splitParts(cluster, st, n)
+		parts, total, err := splitParts(cluster, st, n, reuse)
 		switch {
 		case err == nil && n > 1 && total < MaxRecordBytes*n/4:
-			if smaller, _, err := splitParts(cluster, st, n/2); err == nil {
+			if smaller, _, err := splitParts(cluster, st, n/2, nil); err == nil {
 				parts, n = smaller, n/2
 			}
 			fallthrough
@@ -172,9 +179,9 @@ func layout(cluster string, st ClusterState, prev int, cached *ledgerLayout) (ma
 }
 
 // splitParts spreads the deletes over n parts by the hash of their key and
-// encodes each (ErrTooLarge if one does not fit); total is the sum of their
-// encoded sizes.
-func splitParts(cluster string, st ClusterState, n int) (map[string]object, int, error) {
+// encodes each (ErrTooLarge if one does not fit), but for a part of reuse
+// with the same deletes; total is the sum of their encoded sizes.
+func splitParts(cluster string, st ClusterState, n int, reuse map[string]object) (map[string]object, int, error) {
 	buckets := make([][]deletes.PendingDelete, n)
 	for _, d := range st.Deletes {
 		h := fnv.New32a()
@@ -187,17 +194,24 @@ func splitParts(cluster string, st ClusterState, n int) (map[string]object, int,
 		if len(ds) == 0 {
 			continue
 		}
+		name := PartName(cluster, i+1)
+		if o, ok := reuse[name]; ok && o.st.Writer == st.Writer && sameDeletes(o.st.Deletes, ds) {
+			out[name] = o
+			total += o.size
+			continue
+		}
 		part := ClusterState{Deletes: ds, Term: st.Term, Writer: st.Writer}
 		data, _, err := Encode(part)
 		if err != nil {
 			return nil, 0, fmt.Errorf("ledger part %d of %d: %w", i+1, n, err)
 		}
-		total += len(data)
 		o, _, err := summed(part)
 		if err != nil {
 			return nil, 0, err
 		}
-		out[PartName(cluster, i+1)] = o
+		o.size = len(data)
+		total += o.size
+		out[name] = o
 	}
 	return out, total, nil
 }
