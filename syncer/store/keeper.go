@@ -235,7 +235,7 @@ func (k *Keeper) Load(ctx context.Context, cluster string) (ClusterState, error)
 }
 
 // Preload reads every record once (one Scan), so that a new leader does not
-// read clusters one by one. It returns the number of records read.
+// read clusters one by one. It returns the number of clusters read.
 func (k *Keeper) Preload(ctx context.Context) (int, error) {
 	start := k.opts.Clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
