@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/config"
 	"github.com/leafsync/leafsync/syncer/guard"
@@ -17,10 +21,11 @@ import (
 )
 
 // setupEvictionGuard returns the readiness records the leaves controller
-// keeps for the eviction guard (nil when disabled), deletes a member's
-// record on deregistration, and ensures the policy and its binding when
-// this replica becomes leader.
-func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry) (*guard.Records, error) {
+// keeps for the eviction guard (nil when disabled), keeps the user's
+// NoExecute taints of each leaf in its record, deletes a member's record
+// on deregistration, and ensures the policy and its binding when this
+// replica becomes leader.
+func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer) (*guard.Records, error) {
 	log := mgr.GetLogger().WithName("eviction-guard")
 	g := cfg.EvictionGuard
 	if !g.Enabled {
@@ -32,6 +37,25 @@ func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Re
 		return nil, fmt.Errorf("host client for the eviction guard: %w", err)
 	}
 	records := &guard.Records{Client: host, Namespace: cfg.Namespace}
+	// A leaf's taints change by a user's hand; a failed write is retried
+	// on the leaf's next update (its status is written every few seconds).
+	userTaints := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || n.Labels[leafnode.LabelCluster] == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := records.SetUserTaints(ctx, n.Labels[leafnode.LabelCluster], n.Name, n.Spec.Taints); err != nil {
+			log.Error(err, "recording the leaf's NoExecute taints for the eviction guard", "leaf", n.Name)
+		}
+	}
+	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    userTaints,
+		UpdateFunc: func(_, obj any) { userTaints(obj) },
+	}); err != nil {
+		return nil, err
+	}
 	reg.OnDeregister("eviction-guard", func(ctx context.Context, d clusters.Deregistration) error {
 		return records.Forget(ctx, d.Cluster)
 	})

@@ -116,7 +116,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry())
+	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry(), leafNodes)
 	if err != nil {
 		return err
 	}

@@ -41,19 +41,37 @@ const (
 	KeyLeaf    = "leaf"
 	KeyState   = "state"
 	KeySince   = "since"
+	// KeyUserNoExecute lists the leaf's NoExecute taints node lifecycle
+	// did not set (a user's maintenance taint, out-of-service), as
+	// "key=value" joined by ",".
+	KeyUserNoExecute = "userNoExecute"
 )
 
 // The CEL expressions. Each is evaluated once per readiness record.
 //
 // A record without a leaf has no opinion (a malformed record never blocks
 // the host). A DELETE of a pod that is not on the record's leaf passes.
+// While a user's NoExecute taint is on the leaf (userNoExecute), the delete
+// of a pod that does not tolerate that taint for ever passes: the taint
+// manager evicts it for the user's taint, which is no lapsed Lease's doing.
 const (
 	matchIdentity = `request.userInfo.username in %s`
 	matchBound    = `has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''`
 
 	allowExpression = `!has(params.data) || !('leaf' in params.data) || ` +
 		`oldObject.spec.nodeName != params.data.leaf || ` +
-		`('state' in params.data && params.data.state == 'NotReady')`
+		`('state' in params.data && params.data.state == 'NotReady') || ` +
+		`('userNoExecute' in params.data && params.data.userNoExecute.split(',').exists(kv, kv != '' && !` + toleratesForever + `))`
+
+	// toleratesForever: the pod (oldObject) has a toleration without
+	// tolerationSeconds of the NoExecute taint kv ("key=value"), by the
+	// rules of corev1.Toleration.ToleratesTaint.
+	toleratesForever = `(has(oldObject.spec.tolerations) && oldObject.spec.tolerations.exists(t, ` +
+		`!has(t.tolerationSeconds) && ` +
+		`(!has(t.effect) || t.effect == '' || t.effect == 'NoExecute') && ` +
+		`((has(t.operator) && t.operator == 'Exists' && (!has(t.key) || t.key == '' || t.key == kv.split('=')[0])) || ` +
+		`((!has(t.operator) || t.operator == '' || t.operator == 'Equal') && has(t.key) && t.key == kv.split('=')[0] && ` +
+		`(has(t.value) ? t.value : '') == (kv.split('=').size() > 1 ? kv.split('=')[1] : '')))))`
 
 	messageExpression = `'leafsync eviction guard: pod ' + oldObject.metadata.namespace + '/' + oldObject.metadata.name + ` +
 		`' is on leaf ' + params.data.leaf + ' of member ' + ('cluster' in params.data ? params.data.cluster : '?') + ` +

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
 )
 
 // eval runs one CEL expression of the policy on a request fixture, as the
@@ -12,6 +13,7 @@ import (
 func eval(t *testing.T, expr string, vars map[string]any) any {
 	t.Helper()
 	env, err := cel.NewEnv(
+		ext.Strings(), // the API server's CEL has the strings library
 		cel.Variable("request", cel.DynType),
 		cel.Variable("oldObject", cel.DynType),
 		cel.Variable("params", cel.DynType),
@@ -40,6 +42,24 @@ func pod(node string) map[string]any {
 		spec["nodeName"] = node
 	}
 	return map[string]any{"metadata": map[string]any{"name": "db-0", "namespace": "apps"}, "spec": spec}
+}
+
+// tolerating is pod(node) with tolerations.
+func tolerating(node string, tols ...map[string]any) map[string]any {
+	p := pod(node)
+	list := make([]any, len(tols))
+	for i, t := range tols {
+		list[i] = t
+	}
+	p["spec"].(map[string]any)["tolerations"] = list
+	return p
+}
+
+// userTainted is a Ready record of leaf with a user's NoExecute taints.
+func userTainted(leaf, taints string) map[string]any {
+	r := readiness(leaf, "Ready")
+	r["data"].(map[string]any)[KeyUserNoExecute] = taints
+	return r
 }
 
 func params(data map[string]any) map[string]any {
@@ -104,6 +124,32 @@ func TestPolicyExpressions(t *testing.T) {
 		{"record without a leaf has no opinion", ids, DefaultIdentity, pod(leafA), []map[string]any{params(map[string]any{"state": "Ready"})}, true},
 		{"record without a state refuses", ids, DefaultIdentity, pod(leafA), []map[string]any{params(map[string]any{"leaf": leafA})}, false},
 		{"no records (parameterNotFoundAction: Allow)", ids, DefaultIdentity, pod(leafA), nil, true},
+		{"a user's NoExecute taint the pod does not tolerate: the taint manager's eviction for it passes", ids, DefaultIdentity, pod(leafA),
+			[]map[string]any{userTainted(leafA, "maintenance=")}, true},
+		{"one of several user taints not tolerated", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}),
+			[]map[string]any{userTainted(leafA, "maintenance=,example.com/drain=now")}, true},
+		{"user taint tolerated for ever (Exists): refused", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}),
+			[]map[string]any{userTainted(leafA, "maintenance=")}, false},
+		{"user taint tolerated for ever (tolerates everything): refused", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"operator": "Exists"}),
+			[]map[string]any{userTainted(leafA, "maintenance=")}, false},
+		{"user taint tolerated for ever (Equal, same value): refused", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"key": "example.com/drain", "value": "now"}),
+			[]map[string]any{userTainted(leafA, "example.com/drain=now")}, false},
+		{"user taint, toleration of another value: passes", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"key": "example.com/drain", "operator": "Equal", "value": "later"}),
+			[]map[string]any{userTainted(leafA, "example.com/drain=now")}, true},
+		{"user taint tolerated for a while: evicted after it, passes", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}),
+			[]map[string]any{userTainted(leafA, "maintenance=")}, true},
+		{"a toleration of another effect does not count", ids, DefaultIdentity,
+			tolerating(leafA, map[string]any{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}),
+			[]map[string]any{userTainted(leafA, "maintenance=")}, true},
+		{"no user taint (empty list): refused", ids, DefaultIdentity, pod(leafA), []map[string]any{userTainted(leafA, "")}, false},
+		{"another leaf's user taint has no say", ids, DefaultIdentity, pod(leafA),
+			[]map[string]any{userTainted(leafB, "maintenance="), readiness(leafA, "Ready")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ok, msg := admitted(t, tc.ids, tc.user, tc.pod, tc.records...)

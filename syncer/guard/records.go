@@ -3,9 +3,11 @@ package guard
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -31,7 +33,9 @@ type Records struct {
 
 type record struct {
 	leaf, state string
-	at          time.Time
+	since       time.Time
+	userTaints  string    // KeyUserNoExecute's value
+	at          time.Time // when written; zero: not written yet
 }
 
 // refreshEvery rewrites an unchanged record now and then, so that one
@@ -45,12 +49,56 @@ func (r *Records) Set(ctx context.Context, cluster, leaf, state string, since ti
 	r.mu.Lock()
 	last, ok := r.written[cluster]
 	r.mu.Unlock()
-	if ok && last.leaf == leaf && last.state == state && time.Since(last.at) < refreshEvery {
+	if ok && !last.at.IsZero() && last.leaf == leaf && last.state == state && time.Since(last.at) < refreshEvery {
 		return nil
 	}
-	data := map[string]string{KeyCluster: cluster, KeyLeaf: leaf, KeyState: state}
-	if !since.IsZero() {
-		data[KeySince] = since.UTC().Format(time.RFC3339)
+	rec := record{leaf: leaf, state: state, since: since}
+	if ok && last.leaf == leaf {
+		rec.userTaints = last.userTaints
+	}
+	return r.write(ctx, cluster, rec)
+}
+
+// SetUserTaints records the NoExecute taints on a leaf that node
+// lifecycle did not set (its user's), so that the policy lets the taint
+// manager's evictions for them through. It writes only when they changed
+// and the member's state is known (Set writes them with the state).
+func (r *Records) SetUserTaints(ctx context.Context, cluster, leaf string, taints []corev1.Taint) error {
+	var kv []string
+	for _, t := range taints {
+		if t.Effect == corev1.TaintEffectNoExecute && t.Key != corev1.TaintNodeUnreachable && t.Key != corev1.TaintNodeNotReady {
+			kv = append(kv, t.Key+"="+t.Value)
+		}
+	}
+	user := strings.Join(kv, ",")
+	r.mu.Lock()
+	if r.written == nil {
+		r.written = map[string]record{}
+	}
+	last, ok := r.written[cluster]
+	switch {
+	case ok && last.leaf == leaf && last.userTaints == user:
+		r.mu.Unlock()
+		return nil
+	case !ok || last.leaf != leaf || last.at.IsZero():
+		// No state written yet: Set writes the taints with it.
+		r.written[cluster] = record{leaf: leaf, userTaints: user}
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	last.userTaints = user
+	return r.write(ctx, cluster, last)
+}
+
+// write applies a member's record and remembers it.
+func (r *Records) write(ctx context.Context, cluster string, rec record) error {
+	data := map[string]string{KeyCluster: cluster, KeyLeaf: rec.leaf, KeyState: rec.state}
+	if !rec.since.IsZero() {
+		data[KeySince] = rec.since.UTC().Format(time.RFC3339)
+	}
+	if rec.userTaints != "" {
+		data[KeyUserNoExecute] = rec.userTaints
 	}
 	cm := corev1ac.ConfigMap(RecordName(cluster), r.Namespace).
 		WithLabels(map[string]string{ParamLabel: ParamLabelValue, "app.kubernetes.io/name": "leafsync"}).
@@ -58,11 +106,12 @@ func (r *Records) Set(ctx context.Context, cluster, leaf, state string, since ti
 	if _, err := r.Client.CoreV1().ConfigMaps(r.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 		return fmt.Errorf("writing eviction-guard record %s/%s: %w", r.Namespace, RecordName(cluster), err)
 	}
+	rec.at = time.Now()
 	r.mu.Lock()
 	if r.written == nil {
 		r.written = map[string]record{}
 	}
-	r.written[cluster] = record{leaf, state, time.Now()}
+	r.written[cluster] = rec
 	r.mu.Unlock()
 	return nil
 }

@@ -85,7 +85,7 @@ var (
 	EvictionGuardActive = spec(Spec{Group: "Eviction guard", Name: "leafsync_eviction_guard_active", Kind: Gauge,
 		Help: "1 when the eviction guard (ValidatingAdmissionPolicy and binding) was found or installed at start and leafsync keeps its readiness records; 0 when it is disabled or leafsync could not install it (the log says why)."})
 	EvictionsRefused = spec(Spec{Group: "Eviction guard", Name: "leafsync_evictions_refused_total", Kind: Counter,
-		Help:   "Taint-manager evictions of a leaf's pods that did not happen: the pod got DisruptionTarget=DeletionByTaintManager but was not deleted (the eviction guard refused the delete). Counted once per pod and eviction attempt.",
+		Help:   "Taint-manager evictions of a leaf's pods that did not happen because the eviction guard refused them: the pod got DisruptionTarget=DeletionByTaintManager but was not deleted. Counted once per pod and eviction attempt. An eviction for a user's NoExecute taint on the leaf is not counted: the guard lets it through once the leaf's record lists the taint, and leafsync carries out one it refused before that.",
 		Labels: []string{"cluster"}})
 	EvictionsCompleted = spec(Spec{Group: "Eviction guard", Name: "leafsync_evictions_completed_total", Kind: Counter,
 		Help:   "Evictions leafsync carried out itself: the member is confirmed NotReady, the leaf carries node lifecycle's NoExecute taint, and the pod's toleration of it, counted from the outage's first failed probe, has run out (or a user's NoExecute taint outlasted it).",

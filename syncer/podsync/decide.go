@@ -76,6 +76,10 @@ type Action struct {
 	HostUID string
 	// Persist makes FinishHost wait until the Keeper has written.
 	Persist bool
+	// ForUserTaint, on MarkEvictionRefused: the refused eviction was for a
+	// user's NoExecute taint, which leafsync carries out itself; nothing
+	// is wrong, so it is not counted as a refused eviction.
+	ForUserTaint bool
 	// ConfirmGone, on FailHost and FinishHost, is a member pod the member
 	// cache no longer shows: the step only happens once a live read
 	// confirms it is gone (the cache may simply not have seen it yet).

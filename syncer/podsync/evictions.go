@@ -149,6 +149,19 @@ func userTaintDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time
 	return time.Time{}, false
 }
 
+// userTaintKey is the key of a NoExecute taint on the leaf that node
+// lifecycle did not set and that the pod does not tolerate for ever (the
+// taint manager evicts it for that taint), or "".
+func userTaintKey(hp *corev1.Pod, leafTaints []corev1.Taint) string {
+	for i := range leafTaints {
+		t := &leafTaints[i]
+		if t.Effect == corev1.TaintEffectNoExecute && !lifecycleTaints[t.Key] && !toleratesForever(hp, t) {
+			return t.Key
+		}
+	}
+	return ""
+}
+
 // toleratesForever: a toleration matches the taint and none that matches
 // bounds it with tolerationSeconds.
 func toleratesForever(hp *corev1.Pod, t *corev1.Taint) bool {
@@ -205,6 +218,13 @@ func decideEvictions(in Input, p *Plan) {
 		age := in.HostNow.Sub(c.LastTransitionTime.Time)
 		switch {
 		case hp.Annotations[AnnotationEvictionRefused] == stamp:
+		case age >= refusedAfter && userTaintKey(hp, in.LeafTaints) != "":
+			// The guard refused the taint manager's eviction for a user's
+			// NoExecute taint (when its record did not show the taint yet);
+			// leafsync carries it out below. Noted, not a refused eviction.
+			p.add(Action{Type: MarkEvictionRefused, Reason: stamp, ForUserTaint: true},
+				Action{Type: Event, Reason: "EvictionForUserTaint",
+					Message: fmt.Sprintf("the taint manager's eviction (%s) for the leaf's NoExecute taint %s was refused by the eviction guard; leafsync carries it out", c.LastTransitionTime.UTC().Format(time.RFC3339), userTaintKey(hp, in.LeafTaints))})
 		case age >= refusedAfter:
 			p.add(Action{Type: MarkEvictionRefused, Reason: stamp},
 				Action{Type: Event, Warning: true, Reason: "EvictionRefused",

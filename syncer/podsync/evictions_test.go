@@ -222,3 +222,34 @@ func TestUserTaintWithoutTimeAddedCountsFromTheTaintManagersAttempt(t *testing.T
 		t.Fatalf("tolerated for ever: evicted %v", types_(p))
 	}
 }
+
+// The guard refuses the taint manager's eviction for a user's NoExecute
+// taint while its record does not show the taint; leafsync carries that
+// eviction out, so the refusal is noted, not counted or warned about.
+func TestUserTaintRefusalIsNotARefusedEviction(t *testing.T) {
+	taints := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute}}
+	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
+	markedByTaintManager(hp, t0.Add(-10*time.Second))
+	in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+	in.LeafTaints = taints
+	p := Decide(in)
+	a, ok := p.Get(MarkEvictionRefused)
+	if !ok || !a.ForUserTaint {
+		t.Fatalf("plan %v (%+v): want the refusal noted as the user taint's", types_(p), a)
+	}
+	for _, a := range p.Actions {
+		if a.Type == Event && (a.Warning || a.Reason == "EvictionRefused") {
+			t.Errorf("a refusal for a user's taint reported as %s (warning %v)", a.Reason, a.Warning)
+		}
+	}
+	if !p.Has(EvictHost) {
+		t.Errorf("plan %v: leafsync does not carry the user's eviction out", types_(p))
+	}
+	// A pod tolerating the user's taint for ever is not evicted for it: its
+	// refusal is a refused eviction.
+	hp.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+	a, ok = Decide(in).Get(MarkEvictionRefused)
+	if !ok || a.ForUserTaint {
+		t.Fatalf("tolerated user taint: MarkEvictionRefused %v, ForUserTaint %v; want a refused eviction", ok, a.ForUserTaint)
+	}
+}

@@ -193,7 +193,7 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		x.hp, err = c.patchHost(ctx, x.hp, types.MergePatchType, map[string]any{"metadata": map[string]any{
 			"uid": x.hp.UID, "annotations": map[string]any{AnnotationEvictionRefused: a.Reason},
 		}})
-		if err == nil {
+		if err == nil && !a.ForUserTaint {
 			metrics.EvictionsRefusedVec.WithLabelValues(x.key.Cluster).Inc()
 		}
 	case EvictHost:
