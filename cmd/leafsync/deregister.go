@@ -40,8 +40,10 @@ host's PodDisruptionBudgets are respected (a refused eviction is retried).
 leafsync deletes each evicted pod's member copy and finishes the host pod
 only once that copy is gone; the pod's owner then recreates it on another
 node. So no workload runs twice, not even a StatefulSet's pod. When the
-leaves are empty, deregister deletes the registration Secrets and waits
-until they are gone. leafsync holds each Secret with a finalizer until it
+leaves are empty and a read of each member (with its registration's
+kubeconfig) finds no pod leafsync made there left — a member that was
+down gets its deletes only once it answers — deregister deletes the
+registration Secrets and waits until they are gone. leafsync holds each Secret with a finalizer until it
 has removed what it made for the member: the leaf Node and its Lease, the
 member's state and eviction-guard records. leafsync must be running for
 all of this; if it is not, or a pod cannot leave within --timeout (a
@@ -61,7 +63,7 @@ them elsewhere, so those workloads then run twice.`,
 			if err != nil {
 				return err
 			}
-			return deregister(cmd.Context(), host, namespace, clusters, timeout, orphan, cmd.OutOrStdout())
+			return deregister(cmd.Context(), host, livePodsInMember(host), namespace, clusters, timeout, orphan, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -103,7 +105,7 @@ records in etcd are not touched.`,
 			if err != nil {
 				return err
 			}
-			return uninstall(cmd.Context(), host, namespace, deployment, timeout, orphan, cmd.OutOrStdout())
+			return uninstall(cmd.Context(), host, livePodsInMember(host), namespace, deployment, timeout, orphan, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -126,23 +128,23 @@ func hostClient(kubeconfig string) (kubernetes.Interface, error) {
 
 // deregister drains the leaves of clusters (all when empty; not with
 // orphan), then deletes their registration Secrets and waits until
-// leafsync has released them.
-func deregister(ctx context.Context, host kubernetes.Interface, ns string, clusters []string, timeout time.Duration, orphan bool, out io.Writer) error {
+// leafsync has released them. memberPods reads what is left in a member.
+func deregister(ctx context.Context, host kubernetes.Interface, memberPods memberPodsFunc, ns string, clusters []string, timeout time.Duration, orphan bool, out io.Writer) error {
 	targets, err := registrations(ctx, host, ns, clusters)
 	if err != nil {
 		return err
 	}
-	return drainDeleteAndWait(ctx, host, ns, targets, timeout, orphan, out)
+	return drainDeleteAndWait(ctx, host, memberPods, ns, targets, timeout, orphan, out)
 }
 
 // drainDeleteAndWait drains the targets' leaves (or, with orphan, says
 // what it leaves running), then deletes and waits for the Secrets.
-func drainDeleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, targets []corev1.Secret, timeout time.Duration, orphan bool, out io.Writer) error {
+func drainDeleteAndWait(ctx context.Context, host kubernetes.Interface, memberPods memberPodsFunc, ns string, targets []corev1.Secret, timeout time.Duration, orphan bool, out io.Writer) error {
 	if orphan {
-		if err := orphanNotice(ctx, host, targets, out); err != nil {
+		if err := orphanNotice(ctx, host, targets, memberPods, out); err != nil {
 			return err
 		}
-	} else if err := drainLeaves(ctx, host, targets, timeout, out); err != nil {
+	} else if err := drainLeaves(ctx, host, targets, memberPods, timeout, out); err != nil {
 		return err
 	}
 	return deleteAndWait(ctx, host, ns, targets, timeout, out)
@@ -204,7 +206,7 @@ func deleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, ta
 
 // uninstall: members deregistered, leafsync stopped, its own objects
 // deleted (see newUninstallCommand).
-func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment string, timeout time.Duration, orphan bool, out io.Writer) error {
+func uninstall(ctx context.Context, host kubernetes.Interface, memberPods memberPodsFunc, ns, deployment string, timeout time.Duration, orphan bool, out io.Writer) error {
 	dep, err := host.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("leafsync's Deployment %s/%s: %w", ns, deployment, err)
@@ -219,7 +221,7 @@ func uninstall(ctx context.Context, host kubernetes.Interface, ns, deployment st
 		return fmt.Errorf("leafsync is not running (Deployment %s/%s has no ready replica), so it cannot remove what it made for its %d member(s); nothing was deleted. Start it (kubectl -n %s scale deployment %s --replicas=1), or uninstall without this step (helm uninstall --no-hooks) and remove the leaves by hand (kubectl get nodes -l %s)",
 			ns, deployment, len(regs), ns, deployment, registration.LabelCluster)
 	}
-	if err := drainDeleteAndWait(ctx, host, ns, regs, timeout, orphan, out); err != nil {
+	if err := drainDeleteAndWait(ctx, host, memberPods, ns, regs, timeout, orphan, out); err != nil {
 		return err
 	}
 	scale := []byte(`{"spec":{"replicas":0}}`)

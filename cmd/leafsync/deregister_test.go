@@ -34,7 +34,7 @@ func TestDeregister(t *testing.T) {
 	ctx := context.Background()
 	var out bytes.Buffer
 
-	err := deregister(ctx, host, "ls", []string{"a", "nope"}, time.Second, false, &out)
+	err := deregister(ctx, host, noMemberPods, "ls", []string{"a", "nope"}, time.Second, false, &out)
 	if err == nil || !strings.Contains(err.Error(), `no registration of member "nope"`) {
 		t.Fatalf("deregister of an unknown member: %v", err)
 	}
@@ -42,13 +42,13 @@ func TestDeregister(t *testing.T) {
 		t.Fatalf("a refused deregister deleted something: %v left", names)
 	}
 
-	if err := deregister(ctx, host, "ls", []string{"a"}, time.Second, false, &out); err != nil {
+	if err := deregister(ctx, host, noMemberPods, "ls", []string{"a"}, time.Second, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if names := secretNames(t, host); strings.Join(names, ",") != "member-b,unrelated" {
 		t.Fatalf("after deregister a: %v", names)
 	}
-	if err := deregister(ctx, host, "ls", nil, time.Second, false, &out); err != nil {
+	if err := deregister(ctx, host, noMemberPods, "ls", nil, time.Second, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if names := secretNames(t, host); strings.Join(names, ",") != "unrelated" {
@@ -81,7 +81,7 @@ func TestDeregisterWithoutLeafsync(t *testing.T) {
 		return true, nil, nil
 	})
 	var out bytes.Buffer
-	err := deregister(context.Background(), host, "ls", nil, 1200*time.Millisecond, false, &out)
+	err := deregister(context.Background(), host, noMemberPods, "ls", nil, 1200*time.Millisecond, false, &out)
 	if err == nil {
 		t.Fatal("deregister returned while the Secret is still there")
 	}
@@ -99,7 +99,7 @@ func TestUninstallWithoutLeafsync(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "leafsync", Namespace: "ls"}}
 	host := fake.NewClientset(dep, registrationFor("a"))
 	var out bytes.Buffer
-	err := uninstall(context.Background(), host, "ls", "leafsync", time.Minute, false, &out)
+	err := uninstall(context.Background(), host, noMemberPods, "ls", "leafsync", time.Minute, false, &out)
 	if err == nil || !strings.Contains(err.Error(), "no ready replica") || !strings.Contains(err.Error(), "nothing was deleted") || !strings.Contains(err.Error(), "--no-hooks") {
 		t.Fatalf("uninstall without a running leafsync: %v", err)
 	}

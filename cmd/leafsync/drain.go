@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/podsync"
@@ -26,14 +27,22 @@ import (
 // a PodDisruptionBudget refused are retried at this pace.
 const drainPoll = time.Second
 
+// memberPodsFunc lists the pods leafsync made in a registration's member
+// for this host, by a live read of the member.
+type memberPodsFunc func(ctx context.Context, reg *corev1.Secret) ([]string, error)
+
 // drainLeaves cordons the leaves of the registrations' members, evicts
-// their pods and waits until no pod is left on them. leafsync forwards
-// each eviction to the member and finishes the host pod only once its
-// member copy is gone, so an empty leaf means nothing of it runs in the
-// member any more, and an owner's replacement — a StatefulSet's pod of
-// the same name — is created only after its old copy is gone. Evictions
-// respect the host's PodDisruptionBudgets (a refused one is retried).
-func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev1.Secret, timeout time.Duration, out io.Writer) error {
+// their pods and waits until no pod is left on them and no pod of
+// leafsync's is left in their members. leafsync forwards each eviction to
+// the member and finishes the host pod only once its member copy is gone,
+// so an owner's replacement — a StatefulSet's pod of the same name — is
+// created only after its old copy is gone. A member that is down when its
+// pod is evicted gets the delete later (leafsync records it and finishes
+// the host pod at once): the live read of the member waits for that too,
+// so the registration, and the record, stay until the copies are gone.
+// Evictions respect the host's PodDisruptionBudgets (a refused one is
+// retried).
+func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev1.Secret, memberPods memberPodsFunc, timeout time.Duration, out io.Writer) error {
 	leaves, err := leavesOf(ctx, host, targets)
 	if err != nil {
 		return err
@@ -76,6 +85,19 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 				}
 			}
 		}
+		if len(why) > 0 {
+			return false, nil
+		}
+		for i := range targets {
+			left, err := memberPods(ctx, &targets[i])
+			member := "member " + targets[i].Labels[registration.LabelCluster]
+			switch {
+			case err != nil:
+				why[member] = "cannot read its pods: " + err.Error()
+			case len(left) > 0:
+				why[member] = fmt.Sprintf("%d pod(s) of leafsync's still in it: %s", len(left), strings.Join(left, ", "))
+			}
+		}
 		return len(why) == 0, nil
 	})
 	if err != nil {
@@ -84,39 +106,88 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 			left = append(left, name+" ("+w+")")
 		}
 		sort.Strings(left)
-		return fmt.Errorf("leaves %s not drained after %s, %d pod(s) left: %s. Nothing was deregistered and the leaves stay cordoned (kubectl uncordon undoes it); a Terminating pod waits for its member copy to be deleted: is the member reachable? (kubectl leafsync status). Retry, or deregister with --orphan to leave the member pods running: %w",
+		return fmt.Errorf("leaves %s not drained after %s, %d left: %s. Nothing was deregistered and the leaves stay cordoned (kubectl uncordon undoes it); a Terminating pod waits for its member copy to be deleted, and leafsync deletes a copy only while its member answers (kubectl leafsync status). Retry, or deregister with --orphan to leave the member pods running: %w",
 			strings.Join(leaves, ", "), timeout, len(left), strings.Join(left, "; "), err)
 	}
-	fmt.Fprintf(out, "leaves %s drained: %d pod(s) evicted, their member copies deleted\n", strings.Join(leaves, ", "), len(evicted))
+	fmt.Fprintf(out, "leaves %s drained: %d pod(s) evicted; no pod of leafsync's left in the member(s)\n", strings.Join(leaves, ", "), len(evicted))
 	return nil
 }
 
-// orphanNotice says which member pods a deregistration with --orphan
-// leaves running, and what that means for their workloads.
-func orphanNotice(ctx context.Context, host kubernetes.Interface, targets []corev1.Secret, out io.Writer) error {
-	leaves, err := leavesOf(ctx, host, targets)
-	if err != nil {
-		return err
-	}
-	for _, leaf := range leaves {
-		pods, err := drainablePods(ctx, host, leaf)
+// livePodsInMember reads, in the member, the pods leafsync made there for
+// this host (podsync's labels: managed, the cluster's name, the host's
+// identity or none), with the registration's own kubeconfig.
+func livePodsInMember(host kubernetes.Interface) memberPodsFunc {
+	var hostID string
+	return func(ctx context.Context, reg *corev1.Secret) ([]string, error) {
+		if hostID == "" {
+			ns, err := host.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("reading the host's identity (namespace kube-system): %w", err)
+			}
+			hostID = string(ns.UID)
+		}
+		spec, err := registration.Parse(reg, registration.Policy{AllowExecAuth: true, AllowFileReferences: true})
 		if err != nil {
-			return err
+			return nil, err
+		}
+		cfg := rest.CopyConfig(spec.RESTConfig)
+		cfg.Timeout = 10 * time.Second
+		member, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		list, err := member.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+			LabelSelector: podsync.LabelManaged + "=true," + podsync.LabelCluster + "=" + spec.Cluster,
+		})
+		if err != nil {
+			return nil, err
 		}
 		var names []string
-		for _, p := range pods {
-			if p.Annotations[podsync.AnnotationMemberUID] != "" {
+		for _, p := range list.Items {
+			if h, ok := p.Labels[podsync.LabelHost]; !ok || h == hostID {
 				names = append(names, p.Namespace+"/"+p.Name)
 			}
 		}
-		if len(names) == 0 {
-			fmt.Fprintf(out, "--orphan: leaf %s has no pod with a member copy; nothing is left behind\n", leaf)
+		sort.Strings(names)
+		return names, nil
+	}
+}
+
+// orphanNotice says which pods a deregistration with --orphan leaves
+// running in the members, and what that means for their workloads: read
+// from each member; from the leaf's pods when the member cannot be read.
+func orphanNotice(ctx context.Context, host kubernetes.Interface, targets []corev1.Secret, memberPods memberPodsFunc, out io.Writer) error {
+	const twice = "  Their host pods go with the leaf and their owners recreate them on other nodes, so these workloads run twice until you delete them in the member (kubectl delete pods -A -l " + podsync.LabelManaged + "=true).\n"
+	for i := range targets {
+		cluster := targets[i].Labels[registration.LabelCluster]
+		names, err := memberPods(ctx, &targets[i])
+		if err == nil {
+			if len(names) == 0 {
+				fmt.Fprintf(out, "--orphan: member %s holds no pod leafsync made; nothing is left behind\n", cluster)
+			} else {
+				fmt.Fprintf(out, "--orphan: %d pod(s) leafsync made in member %s are left running: %s.\n"+twice, len(names), cluster, strings.Join(names, ", "))
+			}
 			continue
 		}
+		leaves, lerr := leavesOf(ctx, host, targets[i:i+1])
+		if lerr != nil {
+			return lerr
+		}
+		names = names[:0]
+		for _, leaf := range leaves {
+			pods, err := drainablePods(ctx, host, leaf)
+			if err != nil {
+				return err
+			}
+			for _, p := range pods {
+				if p.Annotations[podsync.AnnotationMemberUID] != "" {
+					names = append(names, p.Namespace+"/"+p.Name)
+				}
+			}
+		}
 		sort.Strings(names)
-		fmt.Fprintf(out, "--orphan: %d pod(s) of leaf %s are left running in the member: %s.\n"+
-			"  Their host pods go with the leaf and their owners recreate them on other nodes, so these workloads run twice until you delete the member copies (in the member: kubectl delete pods -A -l %s=true).\n",
-			len(names), leaf, strings.Join(names, ", "), podsync.LabelManaged)
+		fmt.Fprintf(out, "--orphan: member %s cannot be read (%v): whatever leafsync made there is left running (its leaf has %d pod(s) with a member copy: %s).\n"+twice,
+			cluster, err, len(names), strings.Join(names, ", "))
 	}
 	return nil
 }

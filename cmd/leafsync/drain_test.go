@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestDeregisterDrains(t *testing.T) {
 		return true, nil, nil
 	})
 	var out bytes.Buffer
-	if err := deregister(context.Background(), host, "ls", []string{"a"}, 10*time.Second, false, &out); err != nil {
+	if err := deregister(context.Background(), host, noMemberPods, "ls", []string{"a"}, 10*time.Second, false, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if strings.Join(evictions, ",") != "db-0,db-0" {
@@ -93,7 +94,7 @@ func TestDeregisterDrainTimeout(t *testing.T) {
 		return a.GetSubresource() == "eviction", nil, nil // granted, but the pod stays (Terminating)
 	})
 	var out bytes.Buffer
-	err := deregister(context.Background(), host, "ls", []string{"a"}, 1500*time.Millisecond, false, &out)
+	err := deregister(context.Background(), host, noMemberPods, "ls", []string{"a"}, 1500*time.Millisecond, false, &out)
 	if err == nil {
 		t.Fatal("deregister returned while a pod is still on the leaf")
 	}
@@ -108,26 +109,74 @@ func TestDeregisterDrainTimeout(t *testing.T) {
 }
 
 // TestDeregisterOrphan: --orphan evicts nothing and lists the member pods
-// it leaves running.
+// it leaves running: as the member says, or, when it cannot be read, as
+// the leaf's pods say.
 func TestDeregisterOrphan(t *testing.T) {
-	host := drainFixture()
-	host.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "eviction" {
-			t.Errorf("--orphan evicted %v", a)
+	for _, c := range []struct {
+		memberPods memberPodsFunc
+		want       string
+	}{
+		{func(context.Context, *corev1.Secret) ([]string, error) {
+			return []string{"apps/db-0", "apps/web-1"}, nil
+		},
+			"2 pod(s) leafsync made in member a are left running: apps/db-0, apps/web-1."},
+		{func(context.Context, *corev1.Secret) ([]string, error) { return nil, errors.New("connection refused") },
+			"member a cannot be read (connection refused): whatever leafsync made there is left running (its leaf has 1 pod(s) with a member copy: apps/db-0)"},
+		{noMemberPods, "member a holds no pod leafsync made; nothing is left behind"},
+	} {
+		host := drainFixture()
+		host.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "eviction" {
+				t.Errorf("--orphan evicted %v", a)
+			}
+			return false, nil, nil
+		})
+		var out bytes.Buffer
+		if err := deregister(context.Background(), host, c.memberPods, "ls", []string{"a"}, time.Second, true, &out); err != nil {
+			t.Fatal(err)
 		}
-		return false, nil, nil
-	})
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("output lacks %q:\n%s", c.want, out.String())
+		}
+		n, _ := host.CoreV1().Nodes().Get(context.Background(), "leaf-a", metav1.GetOptions{})
+		if n.Spec.Unschedulable {
+			t.Error("--orphan cordoned the leaf")
+		}
+	}
+}
+
+// noMemberPods is a member with nothing of leafsync's left in it.
+func noMemberPods(context.Context, *corev1.Secret) ([]string, error) { return nil, nil }
+
+// TestDeregisterWaitsForMemberCopies: the leaf is empty, but the member
+// still holds a copy (a delete leafsync owes a member that was down):
+// the registration stays until a live read finds the member empty, and a
+// member that never empties is named in the error.
+func TestDeregisterWaitsForMemberCopies(t *testing.T) {
+	host := fake.NewClientset(registrationFor("a"))
+	reads := 0
+	emptiesAfter := func(n int) memberPodsFunc {
+		return func(_ context.Context, reg *corev1.Secret) ([]string, error) {
+			reads++
+			if reads <= n {
+				return []string{"apps/db-0"}, nil
+			}
+			return nil, nil
+		}
+	}
 	var out bytes.Buffer
-	if err := deregister(context.Background(), host, "ls", []string{"a"}, time.Second, true, &out); err != nil {
+	err := deregister(context.Background(), host, emptiesAfter(1000), "ls", []string{"a"}, 1500*time.Millisecond, false, &out)
+	if err == nil || !strings.Contains(err.Error(), "member a (1 pod(s) of leafsync's still in it: apps/db-0)") {
+		t.Fatalf("deregister with a copy left in the member: %v", err)
+	}
+	if names := secretNames(t, host); len(names) != 1 {
+		t.Fatalf("registration deleted while a member copy is left: %v", names)
+	}
+	reads = 0
+	if err := deregister(context.Background(), host, emptiesAfter(2), "ls", []string{"a"}, 10*time.Second, false, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1 pod(s) of leaf leaf-a are left running in the member: apps/db-0", "run twice"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
-	n, _ := host.CoreV1().Nodes().Get(context.Background(), "leaf-a", metav1.GetOptions{})
-	if n.Spec.Unschedulable {
-		t.Error("--orphan cordoned the leaf")
+	if reads != 3 || len(secretNames(t, host)) != 0 {
+		t.Errorf("after %d reads of the member, registrations %v; want deleted after the third read", reads, secretNames(t, host))
 	}
 }

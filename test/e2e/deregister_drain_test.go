@@ -45,19 +45,13 @@ func TestDeregisterDrains(t *testing.T) {
 		"member-a": recordPods(t, a.Cluster, managedPodSelector),
 		"member-b": recordPods(t, b.Cluster, managedPodSelector),
 	}
-	hostKC, err := f.host.WriteKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	deregister := func(args ...string) string {
 		t.Helper()
-		args = append([]string{"deregister", "--kubeconfig", hostKC, "-n", leafsyncNamespace, "--timeout", "90s"}, args...)
-		out, err := exec.Command(harness.LeafsyncBinary(t), args...).CombinedOutput()
-		t.Logf("leafsync %s:\n%s", strings.Join(args, " "), out)
+		out, err := runDeregister(t, f, append([]string{"--timeout", "90s"}, args...)...)
 		if err != nil {
 			t.Fatalf("leafsync deregister: %v", err)
 		}
-		return string(out)
+		return out
 	}
 
 	start := time.Now()
@@ -87,7 +81,7 @@ func TestDeregisterDrains(t *testing.T) {
 	// --orphan: nothing drained, the member's pods named and left running.
 	before := listPods(t, b.Cluster, managedPodSelector)
 	out := deregister("--cluster", "member-b", "--orphan")
-	if want := fmt.Sprintf("%d pod(s) of leaf %s are left running in the member", len(before), leafB); !strings.Contains(out, want) || !strings.Contains(out, "apps/db-0") {
+	if want := fmt.Sprintf("%d pod(s) leafsync made in member member-b are left running", len(before)); !strings.Contains(out, want) || !strings.Contains(out, "apps/db-0") {
 		t.Errorf("--orphan output lacks %q and apps/db-0", want)
 	}
 	after := listPods(t, b.Cluster, managedPodSelector)
@@ -99,6 +93,63 @@ func TestDeregisterDrains(t *testing.T) {
 	if len(before) != 3 {
 		t.Errorf("member-b ran %d pods before --orphan, want 3", len(before))
 	}
+}
+
+// TestDeregisterMemberDown: a member that does not answer cannot have its
+// copies deleted, so deregister releases nothing. member-a runs db (1) and
+// is cut off until its leaf is NotReady; the host pod is then evicted and
+// finished (its member delete recorded as owed), so the leaf empties
+// while db-0 still runs in member-a. deregister reads the member, cannot,
+// fails naming it, and the registration — with the owed delete — stays.
+// Healed, leafsync carries out the delete, and deregister then succeeds
+// with nothing left in the member. On 04d21e7 the first deregister
+// released the member at once and db-0 ran on in it for good.
+func TestDeregisterMemberDown(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	a := f.members["member-a"]
+	const leafA = "leaf-member-a"
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leafA, time.Minute)
+	f.createWorkloads(t, nil, []harness.LeafWorkload{leafWorkload("db", 1, leafA)})
+	waitHostPodsReady(t, f, "app=db", 1, 90*time.Second, leafA)
+	waitOneToOne(t, f, "member-a", leafA, 10*time.Second)
+
+	a.proxy.Cut()
+	f.waitLeafNotReady(t, leafA, time.Minute)
+	out, err := runDeregister(t, f, "--cluster", "member-a", "--timeout", "20s")
+	if err == nil {
+		t.Fatalf("deregister of a member that does not answer succeeded")
+	}
+	if !strings.Contains(out, "member member-a (") || !strings.Contains(out, "Nothing was deregistered") {
+		t.Errorf("deregister's error does not name the member it could not read")
+	}
+	if _, err := f.host.Client().CoreV1().Secrets(leafsyncNamespace).Get(context.Background(), "member-member-a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the registration is gone although db-0 may still run in member-a: %v", err)
+	}
+	if err := a.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runDeregister(t, f, "--cluster", "member-a", "--timeout", "60s"); err != nil {
+		t.Fatalf("deregister after the heal: %v", err)
+	}
+	if left := listPods(t, a.Cluster, managedPodSelector); len(left) > 0 {
+		t.Errorf("deregister returned with %d pod(s) left in member-a", len(left))
+	}
+}
+
+// runDeregister runs `leafsync deregister` against the fleet's host.
+func runDeregister(t *testing.T, f *fleet, args ...string) (string, error) {
+	t.Helper()
+	hostKC, err := f.host.WriteKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"deregister", "--kubeconfig", hostKC, "-n", leafsyncNamespace}, args...)
+	start := time.Now()
+	out, err := exec.Command(harness.LeafsyncBinary(t), args...).CombinedOutput()
+	t.Logf("leafsync %s (%s, %v):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), err, out)
+	return string(out), err
 }
 
 func containsPod(pods []corev1.Pod, uid types.UID) bool {
