@@ -41,6 +41,7 @@ config:
   leaves: {leafTaint: true, leaseRenewInterval: 1s, leaseDuration: 40s, leaseRenewTimeout: 8s}
   leaderElection: {leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
   members: {probeTimeout: 1s}
+uninstall: {timeout: 45s}
 `
 
 // TestHelmInstall is the user's install, for real. leafsync's image (make
@@ -54,8 +55,9 @@ config:
 // Through all of it neither leaf leaves Ready, no pod of a workload on a
 // leaf is lost in the member, and the leaves' Leases are never written by
 // two pods taking turns (two leaders at once). Uninstall with leafsync
-// stopped is refused and deletes nothing; with leafsync running it leaves
-// nothing of leafsync in the host, even with a member cut off.
+// stopped is refused and deletes nothing; with a member cut off its drain
+// cannot finish, so it is refused too until that member is deregistered
+// with --orphan; then it leaves nothing of leafsync in the host.
 func TestHelmInstall(t *testing.T) {
 	image := imageArchive(t)
 	ref, err := harness.ImageRef(image)
@@ -315,9 +317,24 @@ func TestHelmInstall(t *testing.T) {
 	kubectl("scale", "-n", ns, "deployment/leafsync", "--replicas=2")
 	leafsyncPods(t, hc, ns, 2)
 
-	// Uninstall leaves nothing of leafsync in the host, even with the
-	// member of the workload cut off: the cleanup is on the host's side.
+	// Uninstall with the member of the workload cut off: the hook's drain
+	// cannot delete the member copies, so it fails naming them and
+	// deregisters nothing (a workload never runs twice). Deregistering
+	// that member with --orphan is the user's choice; then uninstall
+	// leaves nothing of leafsync in the host.
 	members["member-a"].proxy.Cut()
+	out, err = exec.Command(harness.Bin(t, "helm"), "--kubeconfig", hostKC, "uninstall", "leafsync", "-n", ns, "--wait", "--timeout", "3m").CombinedOutput()
+	if err == nil {
+		t.Fatalf("helm uninstall drained a leaf whose member is cut off:\n%s", out)
+	}
+	if log := kubectl("logs", "-n", ns, "job/leafsync-uninstall"); !strings.Contains(log, "Nothing was deregistered") || !strings.Contains(log, "--orphan") {
+		t.Errorf("the hook's log does not say that it deregistered nothing and what to do:\n%s", log)
+	}
+	if out, err := exec.Command(harness.LeafsyncBinary(t), "deregister", "--kubeconfig", hostKC, "-n", ns, "--cluster", "member-a", "--orphan").CombinedOutput(); err != nil {
+		t.Fatalf("leafsync deregister --orphan: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "is left running") {
+		t.Errorf("deregister --orphan does not say what it left:\n%s", out)
+	}
 	helm("uninstall", "leafsync", "-n", ns, "--wait", "--timeout", "3m")
 	harness.Eventually(t, 2*time.Minute, "nothing of leafsync left in the host", func() error {
 		return leftovers(ctx, hc, ns, leaves)
