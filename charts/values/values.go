@@ -82,7 +82,7 @@ type Values struct {
 // Uninstall is the chart's pre-delete hook: a Job that runs `leafsync
 // uninstall` before helm deletes the chart's objects.
 type Uninstall struct {
-	// Cleanup deregisters every member (leafsync removes the leaves, their Leases, its records and its pod finalizers), scales leafsync to zero, and deletes its leader-election Lease and state ConfigMaps.
+	// Cleanup drains every member's leaf (its pods evicted, each finished once its member copy is gone), deregisters every member (leafsync removes the leaves, their Leases and its records), scales leafsync to zero, and deletes its leader-election Lease and state ConfigMaps.
 	Cleanup bool `json:"cleanup"`
 	// Timeout of each of those steps; the hook fails (and helm uninstall with it) when one takes longer.
 	Timeout hysteresis.Duration `json:"timeout"`
