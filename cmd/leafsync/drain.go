@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -54,14 +55,15 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 		}
 		fmt.Fprintf(out, "leaf %s cordoned; evicting its pods (each finishes once its member copy is gone)\n", leaf)
 	}
-	evicted := map[types.UID]bool{}
+	evicted, skipped := map[types.UID]bool{}, map[string]bool{}
 	why := map[string]string{} // pod -> why it is still there
 	err = wait.PollUntilContextTimeout(ctx, drainPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		clear(why)
 		for _, leaf := range leaves {
 			pods, err := drainablePods(ctx, host, leaf)
 			if err != nil {
-				return false, err
+				why["leaf "+leaf] = err.Error() // retried
+				continue
 			}
 			for _, p := range pods {
 				name := p.Namespace + "/" + p.Name
@@ -91,7 +93,15 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 		for i := range targets {
 			left, err := memberPods(ctx, &targets[i])
 			member := "member " + targets[i].Labels[registration.LabelCluster]
+			var unusable *registration.Error
 			switch {
+			case errors.As(err, &unusable):
+				// A Secret leafsync refuses runs nothing: its leaf, drained
+				// above, is all there is to wait for.
+				if !skipped[member] {
+					skipped[member] = true
+					fmt.Fprintf(out, "%s: its registration is not usable (%v), so the member is not read\n", member, err)
+				}
 			case err != nil:
 				why[member] = "cannot read its pods: " + err.Error()
 			case len(left) > 0:

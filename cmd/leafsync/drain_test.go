@@ -180,3 +180,21 @@ func TestDeregisterWaitsForMemberCopies(t *testing.T) {
 		t.Errorf("after %d reads of the member, registrations %v; want deleted after the third read", reads, secretNames(t, host))
 	}
 }
+
+// TestDeregisterUnusableRegistration: a registration leafsync refuses (no
+// kubeconfig) ran nothing in a member; deregister does not wait to read
+// one, and says so.
+func TestDeregisterUnusableRegistration(t *testing.T) {
+	kubeSystem := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem, UID: "host-id"}}
+	host := fake.NewClientset(registrationFor("a"), kubeSystem)
+	var out bytes.Buffer
+	if err := deregister(context.Background(), host, livePodsInMember(host), "ls", []string{"a"}, 5*time.Second, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "member a: its registration is not usable"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	if names := secretNames(t, host); len(names) != 0 {
+		t.Errorf("registrations left: %v", names)
+	}
+}
