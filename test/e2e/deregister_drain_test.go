@@ -12,16 +12,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/test/harness"
 )
 
 // TestDeregisterDrains: `leafsync deregister` of a member running a
-// Deployment (web, 2) and a StatefulSet (db, 1) drains its leaf first:
-// when the command returns, no pod of it is left in the member, both
+// Deployment (web, 2) and a StatefulSet (db, 1) drains its leaf first,
+// through evictions: while web's PodDisruptionBudget allows no
+// disruption, db-0 leaves and web stays; once it allows, web leaves too.
+// When the command returns, no pod of it is left in the member, both
 // workloads run on the other leaf, and over every watched version of both
 // members' pods no pod name (db-0 above all) ever had a copy in two
 // members at once. Then `--orphan` deregisters the other member without a
@@ -54,9 +59,61 @@ func TestDeregisterDrains(t *testing.T) {
 		return out
 	}
 
+	// web's PodDisruptionBudget allows no disruption at first (the host
+	// runs no disruption controller: the test writes its status), so the
+	// drain evicts db-0 and waits for web until the budget allows it.
+	ctx := context.Background()
+	pdbs := f.host.Client().PolicyV1().PodDisruptionBudgets(appsNS)
+	pdb, err := pdbs.Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAllowed := func(n int32) {
+		t.Helper()
+		cur, err := pdbs.Get(ctx, pdb.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: cur.Generation, DisruptionsAllowed: n,
+			CurrentHealthy: 2, DesiredHealthy: 2 - n, ExpectedPods: 2}
+		if _, err := pdbs.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAllowed(0)
+
+	dbCopy := findPod(listPods(t, a.Cluster, "app=db"), "db-0")
+	if dbCopy.UID == "" {
+		t.Fatal("no db-0 in member-a")
+	}
 	start := time.Now()
-	deregister("--cluster", "member-a")
+	done := make(chan string, 1)
+	go func() {
+		out, err := runDeregister(t, f, "--timeout", "90s", "--cluster", "member-a")
+		if err != nil {
+			out += "\nfailed: " + err.Error()
+		}
+		done <- out
+	}()
+	waitGone(t, a.Client(), "db-0", dbCopy.UID)
+	time.Sleep(3 * time.Second) // the drain retries web's evictions meanwhile
+	for _, p := range listPods(t, f.host, "app=web") {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName != leafA {
+			t.Errorf("web pod %s (on %s, deletion %v) evicted while its budget allowed no disruption", p.Name, p.Spec.NodeName, p.DeletionTimestamp)
+		}
+	}
+	blocked := time.Since(start)
+	setAllowed(2)
+	out := <-done
 	took := time.Since(start)
+	if strings.Contains(out, "failed:") {
+		t.Fatalf("leafsync deregister: %s", out)
+	}
+	t.Logf("web's evictions held by its budget for %s (db-0 drained meanwhile), then allowed", blocked.Round(time.Millisecond))
 	if left := listPods(t, a.Cluster, managedPodSelector); len(left) > 0 {
 		var names []string
 		for _, p := range left {
@@ -80,7 +137,7 @@ func TestDeregisterDrains(t *testing.T) {
 
 	// --orphan: nothing drained, the member's pods named and left running.
 	before := listPods(t, b.Cluster, managedPodSelector)
-	out := deregister("--cluster", "member-b", "--orphan")
+	out = deregister("--cluster", "member-b", "--orphan")
 	if want := fmt.Sprintf("%d pod(s) leafsync made in member member-b are left running", len(before)); !strings.Contains(out, want) || !strings.Contains(out, "apps/db-0") {
 		t.Errorf("--orphan output lacks %q and apps/db-0", want)
 	}
