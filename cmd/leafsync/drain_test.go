@@ -42,10 +42,10 @@ func drainFixture() *fake.Clientset {
 
 func ptrTrue() *bool { t := true; return &t }
 
-// TestDeregisterDrains: the leaf is cordoned and its synced pod evicted
+// TestDrainEvictsThenDeregisters: the leaf is cordoned and its synced pod evicted
 // (an eviction a PodDisruptionBudget refuses is retried) before the
 // registration is deleted; the DaemonSet's pod is not evicted.
-func TestDeregisterDrains(t *testing.T) {
+func TestDrainEvictsThenDeregisters(t *testing.T) {
 	host := drainFixture()
 	var evictions []string
 	refused := false
