@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -215,7 +216,9 @@ func leavesOf(ctx context.Context, host kubernetes.Interface, targets []corev1.S
 			leaves = append(leaves, n.Name)
 		}
 	}
-	return leaves, nil
+	// Two Secrets of one cluster (a duplicate) name one leaf.
+	slices.Sort(leaves)
+	return slices.Compact(leaves), nil
 }
 
 // drainablePods are the pods bound to a leaf that run in its member:
