@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -57,19 +58,25 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 		fmt.Fprintf(out, "leaf %s cordoned; evicting its pods (each finishes once its member copy is gone)\n", leaf)
 	}
 	evicted, skipped := map[types.UID]bool{}, map[string]bool{}
-	why := map[string]string{} // pod -> why it is still there
+	var why map[string]string // what is still there -> why
 	err = wait.PollUntilContextTimeout(ctx, drainPoll, timeout, true, func(ctx context.Context) (bool, error) {
-		clear(why)
+		cur := map[string]string{}
+		defer func() { why = cur }()
 		for _, leaf := range leaves {
 			pods, err := drainablePods(ctx, host, leaf)
 			if err != nil {
-				why["leaf "+leaf] = err.Error() // retried
+				// Retried; the last account of what is left stands (a
+				// list cut short by the deadline says nothing new).
+				maps.Copy(cur, why)
+				if len(why) == 0 {
+					cur["leaf "+leaf] = err.Error()
+				}
 				continue
 			}
 			for _, p := range pods {
 				name := p.Namespace + "/" + p.Name
 				if p.DeletionTimestamp != nil {
-					why[name] = "Terminating: its member copy is not gone yet"
+					cur[name] = "Terminating: its member copy is not gone yet"
 					continue
 				}
 				ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
@@ -80,15 +87,15 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 						evicted[p.UID] = true
 						fmt.Fprintf(out, "evicting pod %s on %s\n", name, leaf)
 					}
-					why[name] = "evicted"
+					cur[name] = "evicted"
 				case apierrors.IsTooManyRequests(err):
-					why[name] = "eviction refused, retried: " + err.Error()
+					cur[name] = "eviction refused, retried: " + err.Error()
 				default:
-					why[name] = "eviction failed, retried: " + err.Error()
+					cur[name] = "eviction failed, retried: " + err.Error()
 				}
 			}
 		}
-		if len(why) > 0 {
+		if len(cur) > 0 {
 			return false, nil
 		}
 		for i := range targets {
@@ -104,12 +111,12 @@ func drainLeaves(ctx context.Context, host kubernetes.Interface, targets []corev
 					fmt.Fprintf(out, "%s: its registration is not usable (%v), so the member is not read\n", member, err)
 				}
 			case err != nil:
-				why[member] = "cannot read its pods: " + err.Error()
+				cur[member] = "cannot read its pods: " + err.Error()
 			case len(left) > 0:
-				why[member] = fmt.Sprintf("%d pod(s) of leafsync's still in it: %s", len(left), strings.Join(left, ", "))
+				cur[member] = fmt.Sprintf("%d pod(s) of leafsync's still in it: %s", len(left), strings.Join(left, ", "))
 			}
 		}
-		return len(why) == 0, nil
+		return len(cur) == 0, nil
 	})
 	if err != nil {
 		left := make([]string, 0, len(why))
