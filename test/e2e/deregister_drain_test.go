@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -224,17 +223,7 @@ func containsPod(pods []corev1.Pod, uid types.UID) bool {
 // the same moment, and when that was first seen.
 func mostCopiesOfOneName(t *testing.T, recs map[string]*podRecorder) (int, string) {
 	t.Helper()
-	type ev struct {
-		podEvent
-		member string
-	}
-	var evs []ev
-	for m, r := range recs {
-		for _, e := range r.events(t) {
-			evs = append(evs, ev{e, m})
-		}
-	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	evs := mergedEvents(t, recs)
 	holders := map[string]map[string]types.UID{} // name -> member -> copy
 	most, when := 0, ""
 	for _, e := range evs {

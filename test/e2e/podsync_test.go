@@ -255,6 +255,26 @@ func (r *podRecorder) events(t *testing.T) []podEvent {
 	return append([]podEvent(nil), r.seen...)
 }
 
+// memberPodEvent is a recorded pod version and the member it came from.
+type memberPodEvent struct {
+	podEvent
+	member string
+}
+
+// mergedEvents returns the versions the recorders of several members
+// received, in the order they were received.
+func mergedEvents(t *testing.T, recs map[string]*podRecorder) []memberPodEvent {
+	t.Helper()
+	var evs []memberPodEvent
+	for m, r := range recs {
+		for _, e := range r.events(t) {
+			evs = append(evs, memberPodEvent{e, m})
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	return evs
+}
+
 func deletedUIDs(evs []podEvent) map[types.UID]podEvent {
 	out := map[types.UID]podEvent{}
 	for _, e := range evs {

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -101,17 +100,7 @@ type overlap struct {
 // members) were Running, and when two existed (not finished, not deleted).
 func copiesOverTime(t *testing.T, recs map[string]*podRecorder) (running, live overlap) {
 	t.Helper()
-	type ev struct {
-		podEvent
-		member string
-	}
-	var evs []ev
-	for m, r := range recs {
-		for _, e := range r.events(t) {
-			evs = append(evs, ev{e, m})
-		}
-	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	evs := mergedEvents(t, recs)
 	type copyKey struct {
 		member string
 		uid    types.UID
