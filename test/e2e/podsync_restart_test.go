@@ -93,8 +93,8 @@ func TestPodSyncOwedDeleteSurvivesRestart(t *testing.T) {
 
 // TestPodSyncOwedDeleteSurvivesDeletedRecord: a user deletes a StatefulSet
 // pod while its member is down; the delete is owed and recorded. Then the
-// member's state ConfigMap is deleted by hand. The record is rebuilt from
-// memory at the next write (owed delete included), and when the member
+// member's state ConfigMaps (its head and ledger parts) are deleted by
+// hand. They are rebuilt from memory at the next write (owed delete included), and when the member
 // comes back the old member pod is deleted, not adopted. (Before, the
 // deleted record was merged with nothing and the owed delete dropped.)
 func TestPodSyncOwedDeleteSurvivesDeletedRecord(t *testing.T) {
@@ -117,25 +117,32 @@ func TestPodSyncOwedDeleteSurvivesDeletedRecord(t *testing.T) {
 	if err := hc.CoreV1().Pods(appsNS).Delete(ctx, "db-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const record = "leafsync-state-member-a"
+	// The member's records: its head (the engine's snapshot) and the
+	// ledger parts its pending deletes are spread over (docs/state-store.md).
+	records := metav1.ListOptions{LabelSelector: kubestore.LabelComponent + "=" + kubestore.ComponentState + "," + kubestore.LabelCluster + "=member-a"}
 	owedIn := func() (bool, error) {
-		cm, err := hc.CoreV1().ConfigMaps(leafsyncNamespace).Get(ctx, record, metav1.GetOptions{})
+		cms, err := hc.CoreV1().ConfigMaps(leafsyncNamespace).List(ctx, records)
 		if err != nil {
 			return false, err
 		}
-		return strings.Contains(cm.Data[kubestore.KeyState], string(findPod(before, "db-0").UID)), nil
+		for _, cm := range cms.Items {
+			if strings.Contains(cm.Data[kubestore.KeyState], string(findPod(before, "db-0").UID)) {
+				return true, nil
+			}
+		}
+		return false, nil
 	}
 	harness.Eventually(t, notReadyAfter+reapAfter+30*time.Second, "the owed delete recorded", func() error {
 		if ok, err := owedIn(); err != nil || !ok {
-			return fmt.Errorf("not in %s yet (%v)", record, err)
+			return fmt.Errorf("not in member-a's records yet (%v)", err)
 		}
 		return nil
 	})
-	if err := hc.CoreV1().ConfigMaps(leafsyncNamespace).Delete(ctx, record, metav1.DeleteOptions{}); err != nil {
+	if err := hc.CoreV1().ConfigMaps(leafsyncNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, records); err != nil {
 		t.Fatal(err)
 	}
 	deletedAt := time.Now()
-	harness.Eventually(t, 30*time.Second, "the record rebuilt with the owed delete", func() error {
+	harness.Eventually(t, 30*time.Second, "the records rebuilt with the owed delete", func() error {
 		if ok, err := owedIn(); err != nil || !ok {
 			return fmt.Errorf("not rebuilt yet (%v)", err)
 		}
