@@ -84,8 +84,9 @@ type key struct {
 // Controller syncs the pods bound to every leaf. It is a manager.Runnable
 // that needs leader election.
 type Controller struct {
-	opts Options
-	log  logr.Logger
+	opts   Options
+	log    logr.Logger
+	ledger ledger
 
 	engage  *engage.Runner
 	members engage.Members[*memberSync]
@@ -114,8 +115,9 @@ func New(o Options) *Controller {
 		o.Resync = 30 * time.Second
 	}
 	c := &Controller{
-		opts: o,
-		log:  o.Logger.WithName("podsync"),
+		opts:   o,
+		ledger: ledger{keeper: o.Keeper},
+		log:    o.Logger.WithName("podsync"),
 	}
 	c.nsWatch = nsWatch{host: o.Host, onChange: c.deferredNamespaceChanged}
 	c.engage = engage.NewRunner(c, c.log)
@@ -397,7 +399,7 @@ func (ms *memberSync) enqueueAll() {
 			}
 		}
 	}
-	for _, r := range ms.c.opts.Keeper.State(ms.cluster).Deletes {
+	for _, r := range ms.c.ledger.pendingDeletes(ms.cluster) {
 		ms.queue.Add(key{ms.cluster, r.Namespace, r.Name})
 	}
 }
@@ -492,10 +494,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 	}()
 	// Pending deletes must be read from the store before anything is
 	// decided: without them an owed delete would look like an orphan.
-	if !c.opts.Keeper.Known(k.Cluster) {
-		if _, err := c.opts.Keeper.Load(ctx, k.Cluster); err != nil {
-			return 0, requeueError{after: time.Second, why: "loading the member's pending deletes: " + err.Error()}
-		}
+	if err := c.ledger.load(ctx, k.Cluster); err != nil {
+		return 0, requeueError{after: time.Second, why: "loading the member's pending deletes: " + err.Error()}
 	}
 	var hp *corev1.Pod
 	if obj, exists, err := host.GetStore().GetByKey(k.Namespace + "/" + k.Name); err == nil && exists {
@@ -512,12 +512,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 			return 0, err
 		}
 	}
-	var records []deletes.PendingDelete
-	for _, r := range c.opts.Keeper.State(k.Cluster).Deletes {
-		if r.Namespace == k.Namespace && r.Name == k.Name {
-			records = append(records, r)
-		}
-	}
+	records := c.ledger.pendingDeletesOf(k.Cluster, k.Namespace, k.Name)
 	in := Input{
 		Now: c.opts.Clock.Now(), HostNow: c.opts.HostClock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
@@ -543,7 +538,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer) {
 	metrics.SyncedPodsVec.WithLabelValues(cluster).Set(float64(len(host.GetStore().ListKeys())))
 	counts := map[deletes.DeleteKind]int{}
-	for _, d := range c.opts.Keeper.State(cluster).Deletes {
+	for _, d := range c.ledger.pendingDeletes(cluster) {
 		counts[d.Kind]++
 	}
 	for kind, label := range map[deletes.DeleteKind]string{deletes.Owed: "owed", deletes.Deferred: "deferred", deletes.Retained: "retained"} {
@@ -582,7 +577,7 @@ func (c *Controller) replaced(ctx context.Context, cluster string, r deletes.Pen
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
 	cur, found := r, false
-	for _, d := range c.opts.Keeper.State(cluster).Deletes {
+	for _, d := range c.ledger.pendingDeletes(cluster) {
 		if d.Namespace == r.Namespace && d.Name == r.Name && d.HostUID == r.HostUID {
 			cur, found = d, true
 		}
@@ -592,7 +587,7 @@ func (c *Controller) replaced(ctx context.Context, cluster string, r deletes.Pen
 	if found && cur.Kind == deletes.Deferred && uid != cur.Replacement {
 		if kind, _ := splitOwner(cur.Owner); kind != "StatefulSet" {
 			cur.Replacement = uid
-			c.opts.Keeper.Update(cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, cur) })
+			c.ledger.recordDelete(cluster, cur)
 		}
 	}
 	return uid != "" && ready
@@ -602,7 +597,7 @@ func (c *Controller) replaced(ctx context.Context, cluster string, r deletes.Pen
 // deferred deletes; they look at their replacements again now.
 func (c *Controller) deferredNamespaceChanged(namespace string) {
 	c.members.Each(func(cluster string, ms *memberSync) {
-		for _, r := range c.opts.Keeper.State(cluster).Deletes {
+		for _, r := range c.ledger.pendingDeletes(cluster) {
 			if r.Kind == deletes.Deferred && r.Namespace == namespace {
 				ms.queue.Add(key{cluster, r.Namespace, r.Name})
 			}
@@ -622,7 +617,7 @@ func (c *Controller) recordDeferred(ctx context.Context, cluster string, r delet
 		r.Replacement, _ = ChooseReplacement(r, taken, pending, pods)
 		c.log.V(1).Info("replacement assigned", "cluster", cluster, "pod", r.Namespace+"/"+r.Name, "hostUID", r.HostUID, "replacement", r.Replacement)
 	}
-	c.opts.Keeper.Update(cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, r) })
+	c.ledger.recordDelete(cluster, r)
 }
 
 // assignments returns the replacements assigned to pending deletes other
@@ -631,7 +626,7 @@ func (c *Controller) recordDeferred(ctx context.Context, cluster string, r delet
 func (c *Controller) assignments(r deletes.PendingDelete) (taken, pending map[string]bool) {
 	taken, pending = map[string]bool{}, map[string]bool{}
 	for _, m := range c.opts.Registry.Members() {
-		for _, d := range c.opts.Keeper.State(m.Cluster()).Deletes {
+		for _, d := range c.ledger.pendingDeletes(m.Cluster()) {
 			pending[d.HostUID] = true
 			if d.Replacement != "" && d.HostUID != r.HostUID {
 				taken[d.Replacement] = true

@@ -20,7 +20,6 @@ import (
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
-	"github.com/leafsync/leafsync/syncer/store"
 )
 
 // execution carries out one Plan for one pod name.
@@ -98,10 +97,8 @@ func (x *execution) count(a Action, hp *corev1.Pod) {
 // recordedCause is the cause of the pending delete of this pod name, the
 // deletion an adoption resolves.
 func (x *execution) recordedCause() string {
-	for _, r := range x.c.opts.Keeper.State(x.key.Cluster).Deletes {
-		if r.Namespace == x.key.Namespace && r.Name == x.key.Name {
-			return r.Cause
-		}
+	if rs := x.c.ledger.pendingDeletesOf(x.key.Cluster, x.key.Namespace, x.key.Name); len(rs) > 0 {
+		return rs[0].Cause
 	}
 	return CauseNone
 }
@@ -173,13 +170,11 @@ func (x *execution) do(ctx context.Context, a Action) error {
 		if a.Record.Kind == deletes.Deferred {
 			c.recordDeferred(ctx, x.key.Cluster, a.Record)
 		} else {
-			c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, a.Record) })
+			c.ledger.recordDelete(x.key.Cluster, a.Record)
 		}
 	case DropRecord:
 		x.logAction(a, "hostUID", a.HostUID)
-		c.opts.Keeper.Update(x.key.Cluster, func(s *store.ClusterState) {
-			s.Deletes = removeDelete(s.Deletes, x.key.Namespace, x.key.Name, a.HostUID)
-		})
+		c.ledger.dropDelete(x.key.Cluster, x.key.Namespace, x.key.Name, a.HostUID)
 	case Adopt:
 		x.logAction(a, "memberUID", string(a.MemberUID))
 		err = x.adopt(ctx, a.MemberUID)
@@ -272,26 +267,6 @@ func (x *execution) memberPodNow(ctx context.Context) (*corev1.Pod, error) {
 	return mp, err
 }
 
-func upsertDelete(ds []deletes.PendingDelete, r deletes.PendingDelete) []deletes.PendingDelete {
-	for i := range ds {
-		if ds[i].Namespace == r.Namespace && ds[i].Name == r.Name && ds[i].HostUID == r.HostUID {
-			ds[i] = r
-			return ds
-		}
-	}
-	return append(ds, r)
-}
-
-func removeDelete(ds []deletes.PendingDelete, ns, name, hostUID string) []deletes.PendingDelete {
-	out := ds[:0]
-	for _, d := range ds {
-		if !(d.Namespace == ns && d.Name == name && d.HostUID == hostUID) {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 func (x *execution) event(a Action) {
 	rec := x.c.opts.Recorder
 	if rec == nil {
@@ -375,7 +350,7 @@ func (c *Controller) deleteHost(ctx context.Context, hp *corev1.Pod) error {
 func (x *execution) finishHost(ctx context.Context, persist bool) error {
 	if persist {
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := x.c.opts.Keeper.FlushCluster(fctx, x.key.Cluster)
+		err := x.c.ledger.flush(fctx, x.key.Cluster)
 		cancel()
 		if err != nil {
 			return requeueError{after: 500 * time.Millisecond, why: fmt.Sprintf("waiting for the state store to write the pending delete: %v", err)}
@@ -464,7 +439,7 @@ func (x *execution) createMember(ctx context.Context) error {
 // pod), and the delete is conditional on that read's UID and
 // resourceVersion.
 func (x *execution) deleteMember(ctx context.Context, a Action) error {
-	if err := x.c.opts.Keeper.CheckWriter(ctx); err != nil {
+	if err := x.c.ledger.checkWriter(ctx); err != nil {
 		return fmt.Errorf("not deleting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
 	pods := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace)
@@ -518,7 +493,7 @@ func (x *execution) patchMember(ctx context.Context, uid types.UID, patch map[st
 func (x *execution) adopt(ctx context.Context, uid types.UID) error {
 	// Only the writer adopts: a deposed leader must not relabel a pod the
 	// new one decides about.
-	if err := x.c.opts.Keeper.CheckWriter(ctx); err != nil {
+	if err := x.c.ledger.checkWriter(ctx); err != nil {
 		return fmt.Errorf("not adopting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
 	want, _ := MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())

@@ -78,12 +78,7 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 
 // recordsName reports whether a member has a pending delete of that name.
 func (c *Controller) recordsName(cluster, namespace, name string) bool {
-	for _, r := range c.opts.Keeper.State(cluster).Deletes {
-		if r.Namespace == namespace && r.Name == name {
-			return true
-		}
-	}
-	return false
+	return len(c.ledger.pendingDeletesOf(cluster, namespace, name)) > 0
 }
 
 // readPod reads a pod from a member, past its cache; nil when there is none.
