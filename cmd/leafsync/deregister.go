@@ -123,7 +123,7 @@ func hostClient(kubeconfig string) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kubernetes.NewForConfig(cfg)
+	return newClient(cfg)
 }
 
 // deregister drains the leaves of clusters (all when empty; not with

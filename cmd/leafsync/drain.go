@@ -150,7 +150,7 @@ func livePodsInMember(host kubernetes.Interface) memberPodsFunc {
 		}
 		cfg := rest.CopyConfig(spec.RESTConfig)
 		cfg.Timeout = 10 * time.Second
-		member, err := kubernetes.NewForConfig(cfg)
+		member, err := newClient(cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -15,9 +14,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,6 +35,8 @@ const (
 	memberTokenSecret = "leafsync-token"
 	memberRBACName    = "leafsync:member"
 	managedByLabel    = "app.kubernetes.io/managed-by"
+	// fieldManager owns what register applies, in the member and the host.
+	fieldManager = "leafsync"
 )
 
 // memberRules is the least leafsync needs in a member: read Nodes (leaf
@@ -144,7 +146,7 @@ func (o *registerOptions) run(ctx context.Context, out, errOut io.Writer) error 
 	}
 
 	var kubeconfig []byte
-	var memberObjects []runtime.Object
+	var memberObjects []applyObject
 	switch {
 	case o.createSA:
 		memberCfg, err := memberLoader.ClientConfig()
@@ -164,7 +166,7 @@ func (o *registerOptions) run(ctx context.Context, out, errOut io.Writer) error 
 			}
 			break
 		}
-		member, err := kubernetes.NewForConfig(withUserAgent(memberCfg))
+		member, err := newClient(withUserAgent(memberCfg))
 		if err != nil {
 			return err
 		}
@@ -209,7 +211,7 @@ func (o *registerOptions) run(ctx context.Context, out, errOut io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("host cluster config: %w", err)
 	}
-	host, err := kubernetes.NewForConfig(withUserAgent(hostCfg))
+	host, err := newClient(withUserAgent(hostCfg))
 	if err != nil {
 		return err
 	}
@@ -332,34 +334,42 @@ func tokenKubeconfig(cluster, server string, ca []byte, serverName, token string
 	return clientcmd.Write(*cfg)
 }
 
-func memberObjectsFor(ns string) []runtime.Object {
+// applyObject is an apply configuration: what register declares of an
+// object, applied with server-side apply as fieldManager.
+type applyObject interface {
+	GetKind() *string
+	GetName() *string
+}
+
+// memberObjectsFor is what --create-service-account applies in the member
+// (and --dry-run prints).
+func memberObjectsFor(ns string) []applyObject {
 	labels := map[string]string{managedByLabel: "leafsync"}
-	return []runtime.Object{
-		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}},
-		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: memberSA, Namespace: ns, Labels: labels}},
-		&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: memberRBACName, Labels: labels}, Rules: memberRules},
-		&rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: memberRBACName, Labels: labels},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: memberRBACName},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: memberSA, Namespace: ns}},
-		},
-		&corev1.Secret{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Name: memberTokenSecret, Namespace: ns, Labels: labels,
-				Annotations: map[string]string{corev1.ServiceAccountNameKey: memberSA}},
-			Type: corev1.SecretTypeServiceAccountToken,
-		},
+	rules := make([]*rbacv1ac.PolicyRuleApplyConfiguration, 0, len(memberRules))
+	for _, r := range memberRules {
+		rules = append(rules, rbacv1ac.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).
+			WithVerbs(r.Verbs...).WithNonResourceURLs(r.NonResourceURLs...))
+	}
+	return []applyObject{
+		corev1ac.Namespace(ns).WithLabels(labels),
+		corev1ac.ServiceAccount(memberSA, ns).WithLabels(labels),
+		rbacv1ac.ClusterRole(memberRBACName).WithLabels(labels).WithRules(rules...),
+		rbacv1ac.ClusterRoleBinding(memberRBACName).WithLabels(labels).
+			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(memberRBACName)).
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(memberSA).WithNamespace(ns)),
+		corev1ac.Secret(memberTokenSecret, ns).WithLabels(labels).
+			WithAnnotations(map[string]string{corev1.ServiceAccountNameKey: memberSA}).
+			WithType(corev1.SecretTypeServiceAccountToken),
 	}
 }
 
-// setupServiceAccount creates (or updates) leafsync's ServiceAccount, RBAC
-// and long-lived token Secret in the member, waits for the token controller
+// setupServiceAccount applies leafsync's ServiceAccount, RBAC and
+// long-lived token Secret in the member, waits for the token controller
 // to fill the token, and returns the token and the CA it published.
 func setupServiceAccount(ctx context.Context, c kubernetes.Interface, ns string, timeout time.Duration, log io.Writer) (token, ca []byte, err error) {
 	for _, obj := range memberObjectsFor(ns) {
-		if err := createOrUpdate(ctx, c, obj); err != nil {
-			return nil, nil, fmt.Errorf("in the member: %w", err)
+		if err := applyInMember(ctx, c, obj); err != nil {
+			return nil, nil, fmt.Errorf("in the member: %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
 		}
 	}
 	fmt.Fprintf(log, "created ServiceAccount %s/%s with ClusterRole %s in the member; waiting for its token\n", ns, memberSA, memberRBACName)
@@ -381,55 +391,26 @@ func setupServiceAccount(ctx context.Context, c kubernetes.Interface, ns string,
 	return token, ca, nil
 }
 
-func createOrUpdate(ctx context.Context, c kubernetes.Interface, obj runtime.Object) error {
+// applyInMember applies one member object, forcing: register owns what it
+// declares (a ClusterRole edited by hand gets leafsync's rules back).
+func applyInMember(ctx context.Context, c kubernetes.Interface, obj applyObject) error {
+	opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	var err error
 	switch o := obj.(type) {
-	case *corev1.Namespace:
-		_, err := c.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
-		return ignoreExists(err, "Namespace", o.Name)
-	case *corev1.ServiceAccount:
-		_, err := c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		return ignoreExists(err, "ServiceAccount", o.Name)
-	case *corev1.Secret:
-		_, err := c.CoreV1().Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		return ignoreExists(err, "Secret", o.Name)
-	case *rbacv1.ClusterRole:
-		cur, err := c.RbacV1().ClusterRoles().Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			return wrap(err, "ClusterRole", o.Name)
-		} else if err != nil {
-			return wrap(err, "ClusterRole", o.Name)
-		}
-		cur.Rules = o.Rules
-		_, err = c.RbacV1().ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
-		return wrap(err, "ClusterRole", o.Name)
-	case *rbacv1.ClusterRoleBinding:
-		cur, err := c.RbacV1().ClusterRoleBindings().Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			return wrap(err, "ClusterRoleBinding", o.Name)
-		} else if err != nil {
-			return wrap(err, "ClusterRoleBinding", o.Name)
-		}
-		cur.Subjects = o.Subjects
-		_, err = c.RbacV1().ClusterRoleBindings().Update(ctx, cur, metav1.UpdateOptions{})
-		return wrap(err, "ClusterRoleBinding", o.Name)
+	case *corev1ac.NamespaceApplyConfiguration:
+		_, err = c.CoreV1().Namespaces().Apply(ctx, o, opts)
+	case *corev1ac.ServiceAccountApplyConfiguration:
+		_, err = c.CoreV1().ServiceAccounts(*o.Namespace).Apply(ctx, o, opts)
+	case *corev1ac.SecretApplyConfiguration:
+		_, err = c.CoreV1().Secrets(*o.Namespace).Apply(ctx, o, opts)
+	case *rbacv1ac.ClusterRoleApplyConfiguration:
+		_, err = c.RbacV1().ClusterRoles().Apply(ctx, o, opts)
+	case *rbacv1ac.ClusterRoleBindingApplyConfiguration:
+		_, err = c.RbacV1().ClusterRoleBindings().Apply(ctx, o, opts)
+	default:
+		err = fmt.Errorf("unexpected object %T", obj)
 	}
-	return fmt.Errorf("unexpected object %T", obj)
-}
-
-func ignoreExists(err error, kind, name string) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return wrap(err, kind, name)
-}
-
-func wrap(err error, kind, name string) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s %s: %w", kind, name, err)
+	return err
 }
 
 func registrationSecret(ns, name, cluster string, kubeconfig []byte, annotations map[string]string) *corev1.Secret {
@@ -449,9 +430,11 @@ func registrationSecret(ns, name, cluster string, kubeconfig []byte, annotations
 	return s
 }
 
-// applySecret creates the Secret, or updates the kubeconfig, label and the
-// given annotations of an existing one (other annotations, including
-// leafsync's status, are kept). It reports whether it created it.
+// applySecret applies the registration Secret: its kubeconfig, cluster
+// label and the given annotations (fields others own, such as leafsync's
+// status annotations, are kept). A Secret that registers another cluster
+// is refused; the resourceVersion it was read at makes that check and the
+// apply one step. It reports whether the Secret is new.
 func applySecret(ctx context.Context, c kubernetes.Interface, s *corev1.Secret) (bool, error) {
 	if _, err := c.CoreV1().Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -461,46 +444,27 @@ func applySecret(ctx context.Context, c kubernetes.Interface, s *corev1.Secret) 
 			return false, fmt.Errorf("host: %w", err)
 		}
 	}
-	_, err := c.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-	if err == nil {
-		return true, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("creating Secret %s/%s in the host: %w", s.Namespace, s.Name, err)
-	}
+	ac := corev1ac.Secret(s.Name, s.Namespace).WithLabels(s.Labels).WithAnnotations(s.Annotations).
+		WithType(s.Type).WithData(s.Data)
 	cur, err := c.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil {
+	created := apierrors.IsNotFound(err)
+	switch {
+	case created:
+	case err != nil:
 		return false, fmt.Errorf("reading Secret %s/%s in the host: %w", s.Namespace, s.Name, err)
+	default:
+		if other := cur.Labels[registration.LabelCluster]; other != "" && other != s.Labels[registration.LabelCluster] {
+			return false, fmt.Errorf("the Secret %s/%s already registers cluster %q; pass --secret-name to use another Secret", s.Namespace, s.Name, other)
+		}
+		ac.WithResourceVersion(cur.ResourceVersion)
 	}
-	if other := cur.Labels[registration.LabelCluster]; other != "" && other != s.Labels[registration.LabelCluster] {
-		return false, fmt.Errorf("the Secret %s/%s already registers cluster %q; pass --secret-name to use another Secret", s.Namespace, s.Name, other)
+	if _, err := c.CoreV1().Secrets(s.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return false, fmt.Errorf("applying Secret %s/%s in the host: %w", s.Namespace, s.Name, err)
 	}
-	if cur.Labels == nil {
-		cur.Labels = map[string]string{}
-	}
-	cur.Labels[registration.LabelCluster] = s.Labels[registration.LabelCluster]
-	if cur.Annotations == nil {
-		cur.Annotations = map[string]string{}
-	}
-	keys := make([]string, 0, len(s.Annotations))
-	for k := range s.Annotations {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cur.Annotations[k] = s.Annotations[k]
-	}
-	if cur.Data == nil {
-		cur.Data = map[string][]byte{}
-	}
-	cur.Data[registration.KeyKubeconfig] = s.Data[registration.KeyKubeconfig]
-	if _, err := c.CoreV1().Secrets(s.Namespace).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		return false, fmt.Errorf("updating Secret %s/%s in the host: %w", s.Namespace, s.Name, err)
-	}
-	return false, nil
+	return created, nil
 }
 
-func printYAML(out io.Writer, obj runtime.Object) error {
+func printYAML(out io.Writer, obj any) error {
 	data, err := yaml.Marshal(obj)
 	if err != nil {
 		return err

@@ -10,9 +10,12 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,13 +179,18 @@ func TestRegisterBadInput(t *testing.T) {
 
 func TestSetupServiceAccount(t *testing.T) {
 	c := fake.NewClientset()
-	// The fake has no token controller: fill the token on creation.
-	c.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		s := a.(k8stesting.CreateAction).GetObject().(*corev1.Secret)
+	// The fake has no token controller: a token Secret reads back filled.
+	c.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		get := a.(k8stesting.GetAction)
+		obj, err := c.Tracker().Get(get.GetResource(), get.GetNamespace(), get.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		s := obj.(*corev1.Secret).DeepCopy()
 		if s.Type == corev1.SecretTypeServiceAccountToken {
 			s.Data = map[string][]byte{corev1.ServiceAccountTokenKey: []byte("sa-token"), corev1.ServiceAccountRootCAKey: testCA}
 		}
-		return false, nil, nil
+		return true, s, nil
 	})
 	ctx := context.Background()
 	var log bytes.Buffer
@@ -294,4 +302,48 @@ func TestApplySecret(t *testing.T) {
 	if _, err := applySecret(ctx, fake.NewClientset(), s); err == nil || !strings.Contains(err.Error(), "install leafsync") {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// TestRegisterFollowsNoRedirect: a member URL that answers 307 to another
+// server must not have register send that server anything, least of all
+// the bearer token of the user's kubeconfig (as the syncer's member
+// clients, TestNoRedirectCarriesCredentials in syncer/member).
+func TestRegisterFollowsNoRedirect(t *testing.T) {
+	var mu sync.Mutex
+	var asked, leaked []string
+	elsewhere := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Method+" "+r.URL.Path+" Authorization="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write([]byte("{}"))
+	}))
+	defer elsewhere.Close()
+	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	defer member.Close()
+	// httptest's TLS servers share one certificate: the member's CA trusts
+	// the other server too, so only the redirect policy keeps the token.
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: member.Certificate().Raw})
+	path := writeKubeconfig(t, t.TempDir(), "member.yaml", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+		c.Server = member.URL
+		c.CertificateAuthorityData = ca
+	})
+	_, _, err := runRegister(t, "--cluster", "eu-1", "--member-kubeconfig", path, "--create-service-account",
+		"--kubeconfig", "/nonexistent", "--wait-timeout", "1s")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 {
+		t.Fatalf("register never asked the member (err %v)", err)
+	}
+	if err == nil {
+		t.Errorf("register succeeded against a member that only redirects")
+	}
+	if len(leaked) > 0 {
+		t.Errorf("register followed the member's redirect: the other server received %q", leaked)
+	}
+	t.Logf("member asked %q; register: %v", asked, err)
 }

@@ -137,7 +137,7 @@ kubectl-leafsync, it also runs as "kubectl leafsync status".`,
 			if err != nil {
 				return err
 			}
-			host, err := kubernetes.NewForConfig(restCfg)
+			host, err := newClient(restCfg)
 			if err != nil {
 				return err
 			}
