@@ -1,9 +1,15 @@
-// Command image writes leafsync's OCI image without a Docker engine and
-// without pulling a base: the static binary on an empty base, run as the
-// numeric non-root user 65532, as an OCI image layout packed in a tar
-// archive (what `ctr images import`, `skopeo copy oci-archive:` and
-// `docker load` read). `make image` runs it; the Dockerfile builds the same
-// layout for people who build with Docker.
+// Command image writes OCI images without a Docker engine and without
+// pulling a base, as an OCI image layout packed in a tar archive (what
+// `ctr images import`, `skopeo copy oci-archive:` and `docker load` read).
+//
+// By default it writes leafsync's image: the static binary on an empty base,
+// run as the numeric non-root user 65532. `make image` runs it; the
+// Dockerfile builds the same layout for people who build with Docker.
+//
+// With -rootfs it writes a whole file tree instead, listed in a spec file
+// (see readRootfs): files with their modes and owners, directories and
+// symlinks, plus -entrypoint, -cmd, -user and -env. The conformance run's
+// test images (busybox, agnhost, nonewprivs) are built this way.
 package main
 
 import (
@@ -35,11 +41,24 @@ func main() {
 	flag.StringVar(&s.arch, "arch", "amd64", "the binary's architecture (GOARCH)")
 	flag.StringVar(&s.version, "version", "dev", "org.opencontainers.image.version")
 	flag.StringVar(&s.commit, "commit", "unknown", "org.opencontainers.image.revision")
+	rootfs := flag.String("rootfs", "", "a spec file listing the image's file tree (instead of -binary)")
+	entrypoint := flag.String("entrypoint", "", "with -rootfs: the entrypoint, comma-separated (empty: none)")
+	flag.StringVar(&s.user, "user", "65532:65532", "the user the image runs as")
+	flag.Func("env", "NAME=value in the image's environment (repeatable)", func(v string) error {
+		s.env = append(s.env, v)
+		return nil
+	})
 	flag.Parse()
-	if *cmd != "" {
-		s.cmd = strings.Split(*cmd, ",")
+	s.cmd = splitList(*cmd)
+	err := s.withBinary()
+	if *rootfs != "" {
+		s.entrypoint = splitList(*entrypoint)
+		s.files, err = readRootfs(*rootfs)
 	}
-	if err := build(s, *out); err != nil {
+	if err == nil {
+		err = build(s, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
@@ -49,21 +68,39 @@ func main() {
 // the same image digest.
 var epoch = time.Unix(0, 0).UTC()
 
-// spec is what goes into an image. leafsync's image and the pause image
-// the test node runs are built alike.
+// spec is what goes into an image. leafsync's image, the pause image the
+// test node runs and the conformance run's images are built alike.
 type spec struct {
 	binary, name    string
-	cmd             []string
+	files           []entry
+	entrypoint, cmd []string
+	user            string
+	env             []string
 	ref, arch       string
 	version, commit string
 }
 
-func build(s spec, out string) error {
+// withBinary makes the file tree the binary alone, /name, executable and
+// owned by root, and /name the entrypoint.
+func (s *spec) withBinary() error {
 	bin, err := os.ReadFile(s.binary)
 	if err != nil {
 		return fmt.Errorf("reading the binary (make image writes it): %w", err)
 	}
-	layer, err := tarball.LayerFromOpener(binaryLayer(s.name, bin), tarball.WithMediaType(types.OCILayer))
+	s.files = []entry{{kind: tar.TypeReg, path: s.name, mode: 0o755, body: bin}}
+	s.entrypoint = []string{"/" + s.name}
+	return nil
+}
+
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func build(s spec, out string) error {
+	layer, err := tarball.LayerFromOpener(treeLayer(s.files), tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		return err
 	}
@@ -79,9 +116,10 @@ func build(s spec, out string) error {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", s.arch, v1.Time{Time: epoch}
 	cf.Config = v1.Config{
-		Entrypoint: []string{"/" + s.name},
+		Entrypoint: s.entrypoint,
 		Cmd:        s.cmd,
-		User:       "65532:65532",
+		User:       s.user,
+		Env:        s.env,
 		WorkingDir: "/",
 		Labels: map[string]string{
 			"org.opencontainers.image.title":    s.name,
@@ -96,15 +134,25 @@ func build(s spec, out string) error {
 	return writeArchive(img, s.ref, out)
 }
 
-// binaryLayer is a layer holding /name, executable, owned by root.
-func binaryLayer(name string, bin []byte) tarball.Opener {
+// treeLayer is a layer holding files, in the order given.
+func treeLayer(files []entry) tarball.Opener {
 	return func() (io.ReadCloser, error) {
 		pr, pw := io.Pipe()
 		go func() {
 			tw := tar.NewWriter(pw)
-			err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX})
-			if err == nil {
-				_, err = tw.Write(bin)
+			var err error
+			for _, f := range files {
+				h := &tar.Header{Typeflag: f.kind, Name: f.path, Linkname: f.target, Mode: f.mode, Uid: f.uid, Gid: f.gid,
+					Size: int64(len(f.body)), ModTime: epoch, Format: tar.FormatPAX}
+				if f.kind == tar.TypeDir {
+					h.Name += "/"
+				}
+				if err = tw.WriteHeader(h); err == nil {
+					_, err = tw.Write(f.body)
+				}
+				if err != nil {
+					break
+				}
 			}
 			if err == nil {
 				err = tw.Close()

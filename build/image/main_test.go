@@ -1,16 +1,11 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
 // TestImage: the archive is an OCI layout with one image: /leafsync,
@@ -23,76 +18,27 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
-	if err := build(testSpec(bin), out); err != nil {
+	if err := build(testSpec(t, bin), out); err != nil {
 		t.Fatal(err)
 	}
-	// Unpack with tar(1), an independent reader of the archive.
-	unpacked := filepath.Join(dir, "oci")
-	if err := os.Mkdir(unpacked, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := exec.Command("tar", "-xf", out, "-C", unpacked).CombinedOutput(); err != nil {
-		t.Fatalf("tar -xf: %v\n%s", err, o)
-	}
-	p, err := layout.FromPath(unpacked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "example.com/leafsync:test" {
-		t.Fatalf("index %+v, want one image named example.com/leafsync:test", m.Manifests)
-	}
-	img, err := p.Image(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
+	cf, ref, headers, bodies := readImage(t, out)
+	if ref != "example.com/leafsync:test" {
+		t.Fatalf("image named %q, want example.com/leafsync:test", ref)
 	}
 	c := cf.Config
 	if c.User != "65532:65532" || !slices.Equal(c.Entrypoint, []string{"/leafsync"}) || !slices.Equal(c.Cmd, []string{"run"}) ||
 		cf.OS != "linux" || cf.Architecture != "arm64" || c.Labels["org.opencontainers.image.revision"] != "abc123" {
 		t.Errorf("config %+v (os %s, arch %s)", c, cf.OS, cf.Architecture)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("%d layers (%v), want 1", len(layers), err)
+	if len(headers) != 1 || headers[0].Name != "leafsync" {
+		t.Fatalf("layer holds %d files, want only leafsync", len(headers))
 	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	var files []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, h.Name)
-		body, _ := io.ReadAll(tr)
-		if h.Name == "leafsync" && (h.Mode != 0o755 || !bytes.Equal(body, []byte("#!/bin/true\n"))) {
-			t.Errorf("/leafsync: mode %o, %d bytes", h.Mode, len(body))
-		}
-	}
-	if !slices.Equal(files, []string{"leafsync"}) {
-		t.Errorf("layer holds %v, want only leafsync", files)
+	if h := headers[0]; h.Mode != 0o755 || !bytes.Equal(bodies["leafsync"], []byte("#!/bin/true\n")) {
+		t.Errorf("/leafsync: mode %o, %d bytes", h.Mode, len(bodies["leafsync"]))
 	}
 	// Reproducible: the same input, the same archive.
 	again := filepath.Join(dir, "again.tar")
-	if err := build(testSpec(bin), again); err != nil {
+	if err := build(testSpec(t, bin), again); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(out)
@@ -102,6 +48,10 @@ func TestImage(t *testing.T) {
 	}
 }
 
-func testSpec(bin string) spec {
-	return spec{binary: bin, name: "leafsync", cmd: []string{"run"}, ref: "example.com/leafsync:test", arch: "arm64", version: "v1.2.3", commit: "abc123"}
+func testSpec(t *testing.T, bin string) spec {
+	s := spec{binary: bin, name: "leafsync", cmd: []string{"run"}, user: "65532:65532", ref: "example.com/leafsync:test", arch: "arm64", version: "v1.2.3", commit: "abc123"}
+	if err := s.withBinary(); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
