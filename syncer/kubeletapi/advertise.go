@@ -2,6 +2,7 @@ package kubeletapi
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -11,14 +12,15 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
+	"github.com/leafsync/leafsync/internal/runner"
 	"github.com/leafsync/leafsync/leafnode"
 )
 
-// FieldManager owns a leaf's addresses and kubelet endpoint (server-side
+// fieldManager owns a leaf's addresses and kubelet endpoint (server-side
 // apply), apart from what the leaf writer owns.
-const FieldManager = "leafsync-kubeletapi"
+const fieldManager = "leafsync-kubeletapi"
 
 // Advertiser writes the kubelet API's address and port on every leaf:
 // status.addresses (one InternalIP) and
@@ -32,6 +34,7 @@ type Advertiser struct {
 	Address  string
 	Port     int32
 	Logger   logr.Logger
+	Clock    clock.WithTicker // the queue's backoff (real when nil)
 }
 
 // NeedLeaderElection: only the leader advertises (its own address).
@@ -39,12 +42,12 @@ func (a *Advertiser) NeedLeaderElection() bool { return true }
 
 // Start writes every leaf as it is added or changed, until ctx ends.
 func (a *Advertiser) Start(ctx context.Context) error {
-	log := a.Logger.WithName("kubeletapi")
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletapi-advertise"})
+	r := runner.New(runner.Func[string](a.reconcile), runner.Options[string]{
+		Name: "kubeletapi-advertise", Workers: 1, Clock: a.Clock, Logger: a.Logger.WithName("kubeletapi"),
+	})
 	enqueue := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && n.Labels[leafnode.LabelCluster] != "" && !a.Advertised(n) {
-			q.Add(n.Name)
+		if n, ok := obj.(*corev1.Node); ok && n.Labels[leafnode.LabelCluster] != "" && !a.advertised(n) {
+			r.Add(n.Name)
 		}
 	}
 	reg, err := a.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -55,29 +58,28 @@ func (a *Advertiser) Start(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = a.Informer.RemoveEventHandler(reg) }()
-	go func() { <-ctx.Done(); q.ShutDown() }()
-	for {
-		name, shutdown := q.Get()
-		if shutdown {
-			return nil
-		}
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := a.Host.CoreV1().Nodes().ApplyStatus(actx, a.apply(name), metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		cancel()
-		// A leaf deleted meanwhile (deregistered) has nothing to advertise:
-		// retrying it would go on for ever.
-		if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
-			log.Error(err, "advertising the kubelet API on a leaf", "leaf", name)
-			q.AddRateLimited(name)
-		} else {
-			q.Forget(name)
-		}
-		q.Done(name)
-	}
+	r.Run(ctx)
+	return nil
 }
 
-// Advertised reports whether the leaf already shows this address and port.
-func (a *Advertiser) Advertised(n *corev1.Node) bool {
+// reconcile applies the address and port on one leaf.
+func (a *Advertiser) reconcile(ctx context.Context, name string) (runner.Result, error) {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := a.Host.CoreV1().Nodes().ApplyStatus(actx, a.apply(name), metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	// A leaf deleted meanwhile (deregistered) has nothing to advertise:
+	// retrying it would go on for ever.
+	if apierrors.IsNotFound(err) {
+		return runner.Result{}, nil
+	}
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("advertising the kubelet API on leaf %s: %w", name, err)
+	}
+	return runner.Result{}, nil
+}
+
+// advertised reports whether the leaf already shows this address and port.
+func (a *Advertiser) advertised(n *corev1.Node) bool {
 	if n.Status.DaemonEndpoints.KubeletEndpoint.Port != a.Port {
 		return false
 	}
