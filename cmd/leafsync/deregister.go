@@ -182,7 +182,7 @@ func deleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, ta
 		fmt.Fprintf(out, "member %s: Secret %s/%s deleted; waiting for leafsync's cleanup\n", s.Labels[registration.LabelCluster], ns, s.Name)
 	}
 	var left []string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, cleanupPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		// One List per poll, whatever the number of members.
 		list, err := host.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -232,7 +232,7 @@ func uninstall(ctx context.Context, host kubernetes.Interface, memberPods member
 	if err != nil {
 		return err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, cleanupPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		pods, err := host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		return err == nil && len(pods.Items) == 0, err
 	})

@@ -26,9 +26,14 @@ import (
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
-// drainPoll is how often a drain looks at a leaf's pods again: evictions
-// a PodDisruptionBudget refused are retried at this pace.
-const drainPoll = time.Second
+// How often deregister looks again: drainPoll at a leaf's pods (evictions
+// a PodDisruptionBudget refused are retried at this pace), cleanupPoll at
+// the registration Secrets and leafsync's pods. Variables so that the
+// tests, which wait on a fake API server, need not wait a second a round.
+var (
+	drainPoll   = time.Second
+	cleanupPoll = 500 * time.Millisecond
+)
 
 // memberPodsFunc lists the pods leafsync made in a registration's member
 // for this host, by a live read of the member.

@@ -94,7 +94,7 @@ func TestDeregisterDrainTimeout(t *testing.T) {
 		return a.GetSubresource() == "eviction", nil, nil // granted, but the pod stays (Terminating)
 	})
 	var out bytes.Buffer
-	err := deregister(context.Background(), host, noMemberPods, "ls", []string{"a"}, 1500*time.Millisecond, false, &out)
+	err := deregister(context.Background(), host, noMemberPods, "ls", []string{"a"}, 200*time.Millisecond, false, &out)
 	if err == nil {
 		t.Fatal("deregister returned while a pod is still on the leaf")
 	}
@@ -165,7 +165,7 @@ func TestDeregisterWaitsForMemberCopies(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	err := deregister(context.Background(), host, emptiesAfter(1000), "ls", []string{"a"}, 1500*time.Millisecond, false, &out)
+	err := deregister(context.Background(), host, emptiesAfter(1000), "ls", []string{"a"}, 200*time.Millisecond, false, &out)
 	if err == nil || !strings.Contains(err.Error(), "member a (1 pod(s) of leafsync's still in it: apps/db-0)") {
 		t.Fatalf("deregister with a copy left in the member: %v", err)
 	}

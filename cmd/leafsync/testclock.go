@@ -36,5 +36,5 @@ type skewedClock struct {
 	skew time.Duration
 }
 
-func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.skew) }
+func (c skewedClock) Now() time.Time                  { return c.RealClock.Now().Add(c.skew) }
 func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

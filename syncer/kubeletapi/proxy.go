@@ -33,8 +33,8 @@ import (
 
 // ServeHTTP authenticates, authorises, finds the member pod and proxies.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	s := h.s
+	start := s.o.Clock.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	w = rec
 	t, pathErr := ParsePath(r.URL.Path)
@@ -153,7 +153,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.serve(rec, r, t, mp)
-	s.log.V(1).Info("served", "verb", t.Verb, "pod", t.Namespace+"/"+t.Pod, "cluster", cluster, "user", resp.User.GetName(), "took", time.Since(start).String())
+	s.log.V(1).Info("served", "verb", t.Verb, "pod", t.Namespace+"/"+t.Pod, "cluster", cluster, "user", resp.User.GetName(), "took", s.o.Clock.Since(start).String())
 }
 
 // liftDeadlines clears the connection's read and write deadlines (a

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/clusters"
@@ -74,6 +75,8 @@ type Options struct {
 	// that have not sent an authenticated request yet.
 	MaxUnauthenticatedConnections int
 	Logger                        logr.Logger
+	// Clock times the requests for the log (real when nil).
+	Clock clock.PassiveClock
 }
 
 // Server is leafsync's kubelet API for its leaves. It runs only on the
@@ -107,6 +110,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.MaxUnauthenticatedConnections <= 0 {
 		o.MaxUnauthenticatedConnections = 512
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return &Server{o: o, log: o.Logger.WithName("kubeletapi"), proxy: map[string]*memberProxy{}}, nil
 }
