@@ -80,6 +80,50 @@ func (f *Fleet) Observe(name string, o Observation) (Status, []Transition, error
 	return f.raw.Observe(name, o)
 }
 
+// Decision is what one observation yields, as raft's Ready: the cluster's
+// new Status and the transitions that led there, its effective Config (the
+// probe interval of the next probe, the thresholds a message names), and
+// the cluster's Snapshot after the observation (what a caller persists, if
+// it decides to). Consumers take what they need from it and never read the
+// engine back.
+type Decision struct {
+	Status      Status
+	Transitions []Transition
+	Config      Config
+	Snapshot    []byte
+}
+
+// Step feeds one observation to the cluster (RawFleet.Observe) and
+// returns the Decision, read under the same lock as the observation so that
+// its parts agree.
+func (f *Fleet) Step(name string, o Observation) (Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ts, err := f.raw.Observe(name, o)
+	if err != nil {
+		return Decision{}, err
+	}
+	cfg, _ := f.raw.Config(name)
+	snap, err := f.raw.SnapshotCluster(name)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{Status: st, Transitions: ts, Config: cfg, Snapshot: snap}, nil
+}
+
+// Current is the cluster's Decision as of its last observation (or
+// restore), with no transitions: what a consumer starts from.
+func (f *Fleet) Current(name string) (Decision, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.raw.Status(name)
+	if !ok {
+		return Decision{}, false
+	}
+	cfg, _ := f.raw.Config(name)
+	return Decision{Status: st, Config: cfg}, true
+}
+
 // Snapshot is RawFleet.Snapshot.
 func (f *Fleet) Snapshot() ([]byte, error) {
 	f.mu.Lock()

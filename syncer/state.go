@@ -9,7 +9,6 @@ import (
 	"path"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/clusters"
@@ -84,6 +84,10 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet)
 	if err := mgr.Add(keeperRunnable{keeper}); err != nil {
 		return nil, err
 	}
+	// Read at scrape time: zero on a replica that is not the leader.
+	if err := ctrlmetrics.Registry.Register(metrics.NewStorePendingWrites(keeper.Pending)); err != nil {
+		return nil, err
+	}
 	if err := mgr.AddReadyzCheck(StateCheckName, st.check); err != nil {
 		return nil, err
 	}
@@ -94,24 +98,8 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet)
 type keeperRunnable struct{ k *store.Keeper }
 
 func (r keeperRunnable) Start(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.k.Run(ctx)
-	}()
-	// The pending-writes gauge follows the Keeper.
-	for {
-		metrics.StorePendingWritesGauge.Set(float64(r.k.Pending()))
-		select {
-		case <-done:
-			metrics.StorePendingWritesGauge.Set(float64(r.k.Pending()))
-			return nil
-		case <-ctx.Done():
-			<-done
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
+	r.k.Run(ctx)
+	return nil
 }
 
 func (keeperRunnable) NeedLeaderElection() bool { return true }

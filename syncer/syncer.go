@@ -120,7 +120,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	if err := setupLeaves(mgr, cfg, ctl.Registry(), fleet, leafNodes, records, o.clock); err != nil {
+	if err := setupLeaves(mgr, cfg, ctl.Registry(), leafNodes, records, o.clock); err != nil {
 		return err
 	}
 	keeper := state.keeper
@@ -157,7 +157,7 @@ func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
 // themselves (one per leaf per renew interval, retries within it), so a
 // limiter could only make them queue — behind each other, or behind Node
 // writes when many members churn pods.
-func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, fleet *hysteresis.Fleet, nodes coreinformers.NodeInformer, records *guard.Records, clk clock.WithTicker) error {
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, records *guard.Records, clk clock.WithTicker) error {
 	hostCfg := rest.CopyConfig(mgr.GetConfig())
 	hostCfg.QPS, hostCfg.Burst = 50, 100
 	host, err := kubernetes.NewForConfig(hostCfg)
@@ -176,7 +176,6 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 		Nodes:              nodes,
 		Leases:             leaseClient,
 		Registry:           reg,
-		Thresholds:         fleet,
 		LeafTaint:          l.LeafTaint,
 		RenewInterval:      l.LeaseRenewInterval.Duration,
 		LeaseDuration:      l.LeaseDuration.Duration,

@@ -16,7 +16,8 @@
 //	                           (memberclaim.go)
 //	Registry (registry.go)     what other components read: members, statuses,
 //	                           events (subscription.go)
-//	readiness (readiness.go)   probe outcome -> hysteresis engine -> registry
+//	readiness (readiness.go)   probe outcome -> Registry.observe (engine
+//	                           step, Decided event) -> persister hook
 //	reporter (reporter.go)     registry status -> Secret annotations and Events
 //
 // Nothing in Reconcile talks to a member: connecting and probing happen in
@@ -105,9 +106,9 @@ type Options struct {
 	// state store); it bounds its own wait.
 	Restore func(ctx context.Context, cluster string)
 	// OnObserve (may be nil) is called after every observation the engine
-	// accepted, with the resulting status and transitions (e.g. to persist
-	// the engine's state). It must not block.
-	OnObserve func(cluster string, st hysteresis.Status, transitions []hysteresis.Transition)
+	// accepted, with the decision the Decided event carries (e.g. to
+	// persist its Snapshot). It must not block.
+	OnObserve func(cluster string, d hysteresis.Decision)
 }
 
 // Controller reconciles registration Secrets: it owns the registration
@@ -156,12 +157,11 @@ func New(c client.Client, o Options) (*Controller, error) {
 		reporter:       newReporter(c, reg, o.Recorder, o.StatusInterval, o.Clock),
 		pendingCleanup: map[types.NamespacedName]Deregistration{},
 	}
-	ready := &readiness{engine: o.Engine, reg: reg, onObserve: o.OnObserve, enqueue: ctl.enqueue, log: log}
 	ctl.runtimes = &runtimes{
 		settings:        o.Runtime,
 		engine:          o.Engine,
 		reg:             reg,
-		observe:         ready.observe,
+		onObserve:       o.OnObserve,
 		onBreakerChange: o.OnBreakerChange,
 		enqueue:         ctl.enqueue,
 		verify:          ctl.verify,
@@ -173,7 +173,6 @@ func New(c client.Client, o Options) (*Controller, error) {
 				}
 			}
 		},
-		now:   o.Clock.Now,
 		clock: probeClock(o.Clock),
 		log:   log,
 		swaps: map[string]*swap{},

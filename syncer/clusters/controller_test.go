@@ -77,11 +77,11 @@ func (e *engine) Remove(name string) {
 	e.Fleet.Remove(name)
 }
 
-func (e *engine) Observe(name string, o hysteresis.Observation) (hysteresis.Status, []hysteresis.Transition, error) {
+func (e *engine) Step(name string, o hysteresis.Observation) (hysteresis.Decision, error) {
 	e.mu.Lock()
 	e.obs[name]++
 	e.mu.Unlock()
-	return e.Fleet.Observe(name, o)
+	return e.Fleet.Step(name, o)
 }
 
 func (e *engine) removals() []string {
@@ -600,14 +600,18 @@ func TestSubscriptionSeesStateChanges(t *testing.T) {
 			// A probe timing out under CPU load (the 100ms interval bounds
 			// it) may flap the member before the 500s: wait for the
 			// failure's transition.
-			if ev.Type == StateChanged && ev.Transition.To == hysteresis.Suspect {
-				if ev.Transition.From != hysteresis.Ready || ev.Hysteresis.State != hysteresis.Suspect {
-					t.Errorf("transition = %+v, status %s", ev.Transition, ev.Hysteresis.State)
+			d := ev.Member.Readiness
+			if ev.Type == Decided && len(d.Transitions) > 0 && d.Transitions[0].To == hysteresis.Suspect {
+				if tr := d.Transitions[0]; tr.From != hysteresis.Ready || d.Status.State != hysteresis.Suspect {
+					t.Errorf("transition = %+v, status %s", tr, d.Status.State)
+				}
+				if len(d.Snapshot) == 0 || d.Config.ProbeInterval.Duration <= 0 {
+					t.Errorf("decision carries no snapshot or probe interval: %+v", d)
 				}
 				return
 			}
 		case <-deadline:
-			t.Fatal("no StateChanged event")
+			t.Fatal("no Decided event with a transition")
 		}
 	}
 }

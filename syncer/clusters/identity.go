@@ -122,6 +122,12 @@ func (c *Controller) hostIdentity(ctx context.Context) (string, error) {
 
 // admit runs rt's identity check until it passes (true) or ctx ends.
 func (r *runtimes) admit(ctx context.Context, spec *registration.Spec, rt *member.Runtime) bool {
+	interval := r.probeInterval(spec.Cluster)
+	observe := func(obs hysteresis.Observation) {
+		if next := r.observe(spec.Cluster, rt, obs); next > 0 {
+			interval = next
+		}
+	}
 	for {
 		v := r.verify(ctx, spec, rt)
 		if ctx.Err() != nil {
@@ -140,11 +146,11 @@ func (r *runtimes) admit(ctx context.Context, spec *registration.Spec, rt *membe
 			}
 			// Observed only while rt is the active runtime: leafsync's own
 			// problem, so the leaf is cordoned, never NotReady.
-			r.observe(spec.Cluster, rt, hysteresis.Observation{Time: r.now(), Class: hysteresis.ClassConfig, Detail: v.refusal.Message})
+			observe(hysteresis.Observation{Time: r.clock.Now(), Class: hysteresis.ClassConfig, Detail: v.refusal.Message})
 		case v.failure != nil:
-			r.observe(spec.Cluster, rt, *v.failure)
+			observe(*v.failure)
 		}
-		t := r.clock.NewTimer(r.probeInterval(spec.Cluster))
+		t := r.clock.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()

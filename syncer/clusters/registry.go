@@ -14,17 +14,16 @@ import (
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
-// Engine is the part of the hysteresis engine the package drives;
-// *hysteresis.Fleet implements it. The Controller adds and removes
-// clusters, readiness feeds it observations, runtimes read each cluster's
-// probe interval, the Registry reads decisions. State is keyed by cluster
-// name, so it survives a reconnect (only the member runtime is replaced).
+// Engine is the hysteresis engine the Registry owns; *hysteresis.Fleet
+// implements it. The Controller adds and removes clusters, the Registry
+// feeds it each probe outcome and publishes the Decision. State is keyed
+// by cluster name, so it survives a reconnect (only the member runtime is
+// replaced).
 type Engine interface {
 	Add(name string, o hysteresis.Overrides) error
 	Remove(name string)
-	Config(name string) (hysteresis.Config, bool)
-	Status(name string) (hysteresis.Status, bool)
-	Observe(name string, o hysteresis.Observation) (hysteresis.Status, []hysteresis.Transition, error)
+	Current(name string) (hysteresis.Decision, bool)
+	Step(name string, o hysteresis.Observation) (hysteresis.Decision, error)
 }
 
 var _ Engine = (*hysteresis.Fleet)(nil)
@@ -38,6 +37,10 @@ type Member struct {
 	Runtime *member.Runtime
 	// Generation increases with every reconnect.
 	Generation int
+	// Readiness is the engine's latest decision for the member: its Status
+	// and Config (the probe interval, the thresholds); in a Decided event
+	// also the transitions and the Snapshot to persist.
+	Readiness hysteresis.Decision
 }
 
 // Cluster returns the member's name.
@@ -64,9 +67,11 @@ const (
 	// hand-over to another Secret). Cleanup of what leafsync created goes
 	// through Registry.OnDeregister hooks, not through this event.
 	MemberRemoved EventType = "MemberRemoved"
-	// StateChanged: the hysteresis decision of the cluster changed
-	// (Transition; Hysteresis is the new status).
-	StateChanged EventType = "StateChanged"
+	// Decided: the engine decided on a probe of the member
+	// (Member.Readiness: the new status, the transitions if any, the
+	// snapshot to persist, the probe interval). One per probe outcome of
+	// the active runtime.
+	Decided EventType = "Decided"
 	// ConnectionChanged: the registration's phase or reason changed (Status).
 	ConnectionChanged EventType = "ConnectionChanged"
 )
@@ -75,13 +80,10 @@ const (
 type Event struct {
 	Type    EventType
 	Cluster string
-	// Member is set for MemberAdded/Replaced/Updated/Removed.
+	// Member is set for MemberAdded/Replaced/Updated/Removed and Decided.
 	Member Member
 	// Previous is the former spec for MemberReplaced and MemberUpdated.
 	Previous *registration.Spec
-	// Transition and Hysteresis are set for StateChanged.
-	Transition hysteresis.Transition
-	Hysteresis hysteresis.Status
 	// Status is set for ConnectionChanged.
 	Status Status
 }
@@ -108,6 +110,8 @@ type entry struct {
 	generation int
 	// conn is what the last probe of the active runtime says.
 	conn connection
+	// readiness is the engine's latest decision.
+	readiness hysteresis.Decision
 	// invalid is set while the Secret's latest content is refused; the
 	// previous, valid spec keeps running.
 	invalid *registration.Error
@@ -127,7 +131,7 @@ type refusal struct {
 }
 
 func (e *entry) member() Member {
-	return Member{Spec: e.spec, Runtime: e.active, Generation: e.generation}
+	return Member{Spec: e.spec, Runtime: e.active, Generation: e.generation, Readiness: e.readiness}
 }
 
 // status composes the current status of the Secret that owns e.
@@ -229,15 +233,16 @@ func (r *Registry) HostIdentity() string {
 	return r.host
 }
 
-// Hysteresis returns the engine's decision for a registered cluster.
+// Hysteresis returns the engine's latest decision for a registered
+// cluster (the Status of Member.Readiness).
 func (r *Registry) Hysteresis(cluster string) (hysteresis.Status, bool) {
 	r.mu.Lock()
-	_, ok := r.entries[cluster]
-	r.mu.Unlock()
-	if !ok {
+	defer r.mu.Unlock()
+	e := r.entries[cluster]
+	if e == nil {
 		return hysteresis.Status{}, false
 	}
-	return r.engine.Status(cluster)
+	return e.readiness.Status, true
 }
 
 // Status returns the status of the Secret that registers cluster (the
@@ -284,9 +289,7 @@ func (r *Registry) liveLocked(st Status, e *entry) Status {
 		st.Breaker = e.active.Breaker().Stats()
 		st.Synced = e.active.HasSynced()
 	}
-	if hs, ok := r.engine.Status(e.cluster); ok {
-		st.Hysteresis = hs
-	}
+	st.Hysteresis = e.readiness.Status
 	return st
 }
 

@@ -13,10 +13,14 @@ import (
 )
 
 // The registry drops a probe outcome of a runtime that is no longer active,
-// and publishes what the judge returns in order with the member's events.
-func TestRecordProbeOnlyFromTheActiveRuntime(t *testing.T) {
+// and publishes each decision of the active one, in order with the
+// member's events, carrying what its consumers need.
+func TestObserveOnlyFromTheActiveRuntime(t *testing.T) {
 	fleet, err := hysteresis.NewFleet(hysteresis.DefaultFleetConfig())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Add("east", hysteresis.Overrides{}); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry(fleet, clocktesting.NewFakePassiveClock(time.Unix(0, 0)))
@@ -27,32 +31,34 @@ func TestRecordProbeOnlyFromTheActiveRuntime(t *testing.T) {
 	sub := reg.Subscribe()
 	defer sub.Close()
 
-	judged := 0
-	judge := func(s types.NamespacedName, server string) (connection, []Event) {
-		judged++
-		if s != secret || server != spec.Server {
-			t.Errorf("judge got %s %s", s, server)
-		}
-		return connectionFor(hysteresis.Observation{OK: true}, server, s), []Event{{Type: StateChanged, Cluster: "east"}}
+	t0 := time.Unix(1000, 0)
+	ok := hysteresis.Observation{Time: t0, OK: true}
+	fail := hysteresis.Observation{Time: t0.Add(time.Second), Class: hysteresis.ClassNetwork, Detail: "refused"}
+	if _, _, _, accepted, _ := reg.observe("east", second, ok); accepted {
+		t.Fatal("outcome of a runtime that is not active was accepted")
 	}
-	if _, _, ok := reg.recordProbe("east", second, judge); ok || judged != 0 {
-		t.Fatalf("outcome of a runtime that is not active: ok=%v, judged %d times", ok, judged)
+	m, key, changed, accepted, err := reg.observe("east", first, ok)
+	if !accepted || err != nil || !changed || key != secret {
+		t.Fatalf("outcome of the active runtime: key=%s changed=%v ok=%v err=%v", key, changed, accepted, err)
 	}
-	key, changed, ok := reg.recordProbe("east", first, judge)
-	if !ok || !changed || key != secret || judged != 1 {
-		t.Fatalf("outcome of the active runtime: key=%s changed=%v ok=%v judged=%d", key, changed, ok, judged)
+	if m.Readiness.Status.State != hysteresis.Ready || len(m.Readiness.Snapshot) == 0 || m.Readiness.Config.ProbeInterval.Duration <= 0 {
+		t.Errorf("decision = %+v, want Ready with a snapshot and the probe interval", m.Readiness)
 	}
-	if _, changed, _ := reg.recordProbe("east", first, judge); changed {
-		t.Error("same connection again reported as a change")
+	m, _, changed, _, _ = reg.observe("east", first, fail)
+	if !changed || len(m.Readiness.Transitions) != 1 || m.Readiness.Status.State != hysteresis.Suspect {
+		t.Errorf("failure: changed=%v decision %+v, want one transition to Suspect", changed, m.Readiness)
+	}
+	if st, _ := reg.Hysteresis("east"); st.State != hysteresis.Suspect {
+		t.Errorf("registry's status = %s, want the last decision's (Suspect)", st.State)
 	}
 	if old, _ := reg.replace(spec, second, connection{PhasePending, ReasonReconnecting, ""}); old != first {
 		t.Fatal("replace did not return the previous runtime")
 	}
-	if _, _, ok := reg.recordProbe("east", first, judge); ok {
+	if _, _, _, accepted, _ := reg.observe("east", first, ok); accepted {
 		t.Error("outcome of the replaced runtime was recorded")
 	}
 
-	want := []EventType{MemberAdded, StateChanged, StateChanged, MemberReplaced}
+	want := []EventType{MemberAdded, Decided, Decided, MemberReplaced}
 	for i, w := range want {
 		select {
 		case ev := <-sub.Events():

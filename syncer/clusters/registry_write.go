@@ -6,14 +6,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
 // The Registry's writers, used only inside the package: runtimes (which
-// runtime is active), readiness (what the last probe says) and the
-// Controller (statuses and refusals). Each change and the Event it
-// publishes happen under one lock, so subscribers see changes in order.
+// runtime is active, and each probe outcome: observe) and the Controller
+// (statuses and refusals). Each change and the Event it publishes happen
+// under one lock, so subscribers see changes in order.
 
 // add registers a new cluster with rt as its active runtime.
 func (r *Registry) add(spec *registration.Spec, rt *member.Runtime) {
@@ -21,6 +22,8 @@ func (r *Registry) add(spec *registration.Spec, rt *member.Runtime) {
 	defer r.mu.Unlock()
 	e := &entry{cluster: spec.Cluster, secret: spec.Secret, spec: spec, active: rt, generation: 1,
 		conn: connection{PhasePending, ReasonConnecting, fmt.Sprintf("connecting to %s", spec.Server)}}
+	// The starting point: a restored state, or a fresh one.
+	e.readiness, _ = r.engine.Current(spec.Cluster)
 	r.entries[spec.Cluster] = e
 	r.publishLocked(Event{Type: MemberAdded, Cluster: spec.Cluster, Member: e.member()})
 }
@@ -36,6 +39,11 @@ func (r *Registry) update(spec *registration.Spec) {
 	}
 	prev := e.spec
 	e.secret, e.spec = spec.Secret, spec
+	// The thresholds may have changed (the Controller added the new
+	// overrides to the engine).
+	if d, ok := r.engine.Current(spec.Cluster); ok {
+		e.readiness.Config = d.Config
+	}
 	if prev.LeafName != spec.LeafName || !reflect.DeepEqual(prev.Annotations, spec.Annotations) {
 		r.publishLocked(Event{Type: MemberUpdated, Cluster: spec.Cluster, Member: e.member(), Previous: prev})
 	}
@@ -134,27 +142,31 @@ func (r *Registry) remove(cluster string) (d Deregistration, active *member.Runt
 	return Deregistration{Cluster: cluster, LeafName: e.spec.LeafName, Secret: e.secret, Annotations: e.spec.Annotations}, e.active, true
 }
 
-// recordProbe records the connection a probe outcome of rt yields, if rt
-// is the cluster's active runtime: outcomes of a runtime that is not (or
-// no longer) active are dropped, so a reconnect never doubles
-// observations. judge runs under the registry's lock, so the events it
-// returns (StateChanged) keep their order with MemberReplaced and
-// MemberRemoved. It returns the owning Secret and whether the connection's
-// phase or reason changed; ok is false if the outcome was dropped.
-func (r *Registry) recordProbe(cluster string, rt *member.Runtime, judge func(secret types.NamespacedName, server string) (connection, []Event)) (secret types.NamespacedName, changed, ok bool) {
+// observe feeds a probe outcome of rt to the engine and publishes the
+// decision (a Decided event), if rt is the cluster's active runtime:
+// outcomes of a runtime that is not (or no longer) active are dropped, so a
+// reconnect never doubles observations. Engine and registry change under
+// one lock, so Decided events keep their order with MemberReplaced and
+// MemberRemoved. It returns the member with its new decision, the owning
+// Secret and whether the connection's phase or reason changed; ok is false
+// if the outcome was dropped, err says why the engine refused it (the
+// connection is recorded all the same).
+func (r *Registry) observe(cluster string, rt *member.Runtime, obs hysteresis.Observation) (m Member, secret types.NamespacedName, changed, ok bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[cluster]
 	if e == nil || e.active != rt {
-		return types.NamespacedName{}, false, false
+		return Member{}, types.NamespacedName{}, false, false, nil
 	}
-	conn, events := judge(e.secret, e.spec.Server)
-	for _, ev := range events {
-		r.publishLocked(ev)
+	d, err := r.engine.Step(cluster, obs)
+	if err == nil {
+		e.readiness = d
+		r.publishLocked(Event{Type: Decided, Cluster: cluster, Member: e.member()})
 	}
+	conn := connectionFor(obs, e.spec.Server, e.secret)
 	changed = conn.phase != e.conn.phase || conn.reason != e.conn.reason
 	e.conn = conn
-	return e.secret, changed, true
+	return e.member(), e.secret, changed, true, err
 }
 
 // clusterOf returns the cluster whose registration a Secret owns, if any.

@@ -56,7 +56,8 @@ func TestRestoreBeforeFirstObservation(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	opts.OnObserve = func(cluster string, st hysteresis.Status, ts []hysteresis.Transition) {
+	opts.OnObserve = func(cluster string, d hysteresis.Decision) {
+		ts := d.Transitions
 		mu.Lock()
 		defer mu.Unlock()
 		// A probe under CPU load may time out (the interval, 100ms, bounds

@@ -25,7 +25,7 @@ type runtimes struct {
 	settings        RuntimeSettings
 	engine          Engine
 	reg             *Registry
-	observe         func(cluster string, rt *member.Runtime, obs hysteresis.Observation)
+	onObserve       func(cluster string, d hysteresis.Decision)
 	onBreakerChange func(cluster string, from, to member.BreakerState)
 	// enqueue asks for the Secret's status to be written again.
 	enqueue func(types.NamespacedName)
@@ -33,7 +33,6 @@ type runtimes struct {
 	verify func(ctx context.Context, spec *registration.Spec, rt *member.Runtime) verdict
 	// releaseClaim drops this host's claim in a deregistered member.
 	releaseClaim func(ctx context.Context, cluster string, rt *member.Runtime)
-	now          func() time.Time
 	clock        clock.Clock
 	log          logr.Logger
 
@@ -241,8 +240,8 @@ func (r *runtimes) newRuntime(spec *registration.Spec) (*member.Runtime, error) 
 		Burst:           rs.Burst,
 		ProbeTimeout:    rs.ProbeTimeout,
 		Breaker:         rs.Breaker,
-		ProbeInterval:   func() time.Duration { return r.probeInterval(cluster) },
-		Observe:         func(cluster string, obs hysteresis.Observation) { r.observe(cluster, rt, obs) },
+		ProbeInterval:   r.probeInterval(cluster),
+		Observe:         func(obs hysteresis.Observation) time.Duration { return r.observe(cluster, rt, obs) },
 		OnBreakerChange: r.onBreakerChange,
 		Logger:          r.log,
 		Clock:           r.clock,
@@ -250,10 +249,11 @@ func (r *runtimes) newRuntime(spec *registration.Spec) (*member.Runtime, error) 
 	return rt, err
 }
 
-// probeInterval is the cluster's current probe interval.
+// probeInterval is the cluster's probe interval before its first
+// decision; every decision carries the next one.
 func (r *runtimes) probeInterval(cluster string) time.Duration {
-	if cfg, ok := r.engine.Config(cluster); ok && cfg.ProbeInterval.Duration > 0 {
-		return cfg.ProbeInterval.Duration
+	if d, ok := r.engine.Current(cluster); ok && d.Config.ProbeInterval.Duration > 0 {
+		return d.Config.ProbeInterval.Duration
 	}
 	return hysteresis.DefaultConfig().ProbeInterval.Duration
 }

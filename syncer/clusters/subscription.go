@@ -1,7 +1,6 @@
 package clusters
 
 import (
-	"context"
 	"sort"
 	"sync"
 )
@@ -50,22 +49,6 @@ type Subscription struct {
 
 // Events returns the channel of events; it is closed after Close.
 func (s *Subscription) Events() <-chan Event { return s.out }
-
-// Each calls fn for every event, in order, until ctx ends or the
-// subscription is closed. fn runs on the caller's goroutine.
-func (s *Subscription) Each(ctx context.Context, fn func(Event)) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-s.Events():
-			if !ok {
-				return
-			}
-			fn(ev)
-		}
-	}
-}
 
 // Close ends the subscription.
 func (s *Subscription) Close() {

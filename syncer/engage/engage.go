@@ -5,7 +5,7 @@
 // a slow member never delays another.
 //
 //	MemberAdded, MemberReplaced, MemberUpdated -> Engage, then handlers moved
-//	StateChanged (while engaged)               -> StateChanged
+//	Decided (while engaged)                    -> Decided
 //	MemberRemoved, Runner.Disengage, shutdown  -> handlers removed, Disengage
 //
 // The Runner owns the event handlers a member's work keeps on the member
@@ -22,7 +22,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/clusters"
 )
 
@@ -35,8 +34,9 @@ type Engager interface {
 	// stay valid until the member is disengaged (it is not re-registered
 	// while its informer stays the same).
 	Engage(ctx context.Context, m clusters.Member) []Handler
-	// StateChanged reports a hysteresis transition of an engaged member.
-	StateChanged(cluster string, tr hysteresis.Transition)
+	// Decided reports the engine's decision on a probe of an engaged
+	// member (m.Readiness): its new status, and transitions if any.
+	Decided(m clusters.Member)
 	// Disengage stops the member's work; its handlers are already removed.
 	Disengage(cluster string)
 }
@@ -93,8 +93,8 @@ func (r *Runner) dispatch(ev clusters.Event) {
 	switch ev.Type {
 	case clusters.MemberAdded, clusters.MemberReplaced, clusters.MemberUpdated:
 		r.enqueue(ev.Cluster, task{engage: &ev.Member}, true)
-	case clusters.StateChanged:
-		r.enqueue(ev.Cluster, task{transition: &ev.Transition}, false)
+	case clusters.Decided:
+		r.enqueue(ev.Cluster, task{decided: &ev.Member}, false)
 	case clusters.MemberRemoved:
 		r.enqueue(ev.Cluster, task{}, false)
 	}
@@ -153,13 +153,12 @@ func (r *Runner) shutdown() {
 	r.wg.Wait()
 }
 
-// task is one call on a member's worker: Engage (engage set),
-// StateChanged (transition set), else Disengage (done, if set, is closed
-// after it).
+// task is one call on a member's worker: Engage (engage set), Decided
+// (decided set), else Disengage (done, if set, is closed after it).
 type task struct {
-	engage     *clusters.Member
-	transition *hysteresis.Transition
-	done       chan struct{}
+	engage  *clusters.Member
+	decided *clusters.Member
+	done    chan struct{}
 }
 
 // worker calls the Engager for one member, one task at a time. It ends
@@ -209,9 +208,9 @@ func (w *worker) do(ctx context.Context, t task) {
 		hs := w.r.engager.Engage(ctx, *t.engage)
 		w.engaged = true
 		w.watch(hs)
-	case t.transition != nil:
+	case t.decided != nil:
 		if w.engaged && ctx.Err() == nil {
-			w.r.engager.StateChanged(w.cluster, *t.transition)
+			w.r.engager.Decided(*t.decided)
 		}
 	default:
 		if w.engaged {

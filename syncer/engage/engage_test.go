@@ -91,8 +91,8 @@ func (e *engager) Engage(_ context.Context, m clusters.Member) []Handler {
 	return []Handler{{Informer: e.informers[m.Generation], Handler: cache.ResourceEventHandlerFuncs{}}}
 }
 
-func (e *engager) StateChanged(cluster string, tr hysteresis.Transition) {
-	e.j.add("%s state %s", cluster, tr.To)
+func (e *engager) Decided(m clusters.Member) {
+	e.j.add("%s state %s", m.Cluster(), m.Readiness.Status.State)
 }
 
 func (e *engager) Disengage(cluster string) { e.j.add("%s disengage", cluster) }
@@ -102,11 +102,9 @@ func member(cluster string, gen int) clusters.Member {
 }
 
 func ev(t clusters.EventType, cluster string, gen int) clusters.Event {
-	e := clusters.Event{Type: t, Cluster: cluster}
-	if t == clusters.StateChanged {
-		e.Transition = hysteresis.Transition{From: hysteresis.Ready, To: hysteresis.Suspect}
-	} else {
-		e.Member = member(cluster, gen)
+	e := clusters.Event{Type: t, Cluster: cluster, Member: member(cluster, gen)}
+	if t == clusters.Decided {
+		e.Member.Readiness.Status.State = hysteresis.Suspect
 	}
 	return e
 }
@@ -141,10 +139,10 @@ func TestOrderPerMemberAndNoBlockingAcrossMembers(t *testing.T) {
 	defer stop()
 
 	events <- ev(clusters.MemberAdded, "slow", 1)
-	events <- ev(clusters.StateChanged, "slow", 0)
+	events <- ev(clusters.Decided, "slow", 0)
 	events <- ev(clusters.MemberReplaced, "slow", 2)
 	events <- ev(clusters.MemberAdded, "fast", 1)
-	events <- ev(clusters.StateChanged, "fast", 0)
+	events <- ev(clusters.Decided, "fast", 0)
 	// "fast" is served while "slow" is stuck in Engage.
 	eventually(t, "fast engaged", func() bool { return len(e.j.filter("fast state")) == 1 })
 	if got := e.j.filter("slow"); len(got) != 0 {
@@ -193,7 +191,7 @@ func TestDisengageOnRemoveAndOnRequest(t *testing.T) {
 	if got := e.j.filter("remove"); !slices.Equal(got, []string{"remove inf1"}) {
 		t.Fatalf("handlers not removed on MemberRemoved: %v", e.j.get())
 	}
-	events <- ev(clusters.StateChanged, "a", 0) // not engaged: dropped
+	events <- ev(clusters.Decided, "a", 0) // not engaged: dropped
 
 	// A deregistration hook's Disengage returns once the work is stopped,
 	// after the member's earlier events.
@@ -206,7 +204,7 @@ func TestDisengageOnRemoveAndOnRequest(t *testing.T) {
 		t.Fatalf("b: %v", got)
 	}
 	if got := e.j.filter("a state"); len(got) != 0 {
-		t.Fatalf("StateChanged reached a disengaged member: %v", got)
+		t.Fatalf("Decided reached a disengaged member: %v", got)
 	}
 	// Registered again: engaged again.
 	events <- ev(clusters.MemberAdded, "b", 2)

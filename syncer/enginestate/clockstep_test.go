@@ -84,10 +84,11 @@ func TestClockStepAheadReported(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	secret := &corev1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: "leafsync", Name: "m1"}
 	x := startSim(t, m, fc, enginestate.Options{Recorder: rec, Regarding: func(string) runtime.Object { return secret }}, c)
-	st := x.observe(c, t0, true)
+	d := x.decide(c, t0, true)
 	puts := m.Puts()
-	st.ClockStep, st.LastObserved = 10*time.Minute, t0.Add(10*time.Minute+time.Second)
-	x.p.Observed(c, st, nil)
+	d.Status.ClockStep, d.Status.LastObserved = 10*time.Minute, t0.Add(10*time.Minute+time.Second)
+	d.Transitions = nil
+	x.p.Observed(c, d)
 	if err := x.keeper.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -33,13 +33,12 @@ import (
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
-// Engine is what the Persister needs of the hysteresis engine;
-// *hysteresis.Fleet implements it.
+// Engine is what the Persister needs of the hysteresis engine to restore
+// a cluster's saved state; *hysteresis.Fleet implements it. What it writes
+// comes with each decision (Observed), never read back.
 type Engine interface {
-	SnapshotCluster(name string) ([]byte, error)
 	RestoreCluster(data []byte) error
 	Status(name string) (hysteresis.Status, bool)
-	Config(name string) (hysteresis.Config, bool)
 }
 
 var _ Engine = (*hysteresis.Fleet)(nil)
@@ -244,15 +243,11 @@ func (p *Persister) preload(ctx context.Context) error {
 	}
 }
 
-// Observed is called after every observation the engine accepted, with the
-// resulting status and transitions (clusters.Options.OnObserve). It writes
-// the snapshot when it is worth writing (see Persister). It never blocks on
-// the store.
-func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions []hysteresis.Transition) {
-	window := time.Duration(0)
-	if cfg, ok := p.eng.Config(cluster); ok {
-		window = cfg.Window.Duration
-	}
+// Observed is called after every observation the engine accepted, with its
+// decision (clusters.Options.OnObserve). It writes the decision's snapshot
+// when it is worth writing (see Persister). It never blocks on the store.
+func (p *Persister) Observed(cluster string, d hysteresis.Decision) {
+	st, window := d.Status, d.Config.Window.Duration
 	now := st.LastObserved
 	p.mu.Lock()
 	m := p.marks[cluster]
@@ -274,7 +269,7 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 	interval := p.opts.CheckpointInterval
 	due := false
 	switch {
-	case len(transitions) > 0 || stepped:
+	case len(d.Transitions) > 0 || stepped:
 		due = true
 	case failing:
 		due = m.written.IsZero() || now.Sub(m.written) >= interval
@@ -288,11 +283,7 @@ func (p *Persister) Observed(cluster string, st hysteresis.Status, transitions [
 	m.written = now
 	p.stats.Checkpoints++
 	p.mu.Unlock()
-	snap, err := p.eng.SnapshotCluster(cluster)
-	if err != nil {
-		return // removed meanwhile
-	}
-	p.keeper.Update(cluster, func(s *store.ClusterState) { s.Hysteresis = snap })
+	p.keeper.Update(cluster, func(s *store.ClusterState) { s.Hysteresis = d.Snapshot })
 	if stepped {
 		p.clockStepped(cluster, st)
 	}

@@ -122,8 +122,8 @@ func TestRestoreAfterObservationRefused(t *testing.T) {
 	_ = f.Add("m1", hysteresis.Overrides{})
 	k := store.NewKeeper(store.NewMemory(), logr.Discard())
 	p := enginestate.New(f, k, enginestate.Options{})
-	st, ts, _ := f.Observe("m1", hysteresis.Observation{Time: t0, OK: true})
-	p.Observed("m1", st, ts)
+	d, _ := f.Step("m1", hysteresis.Observation{Time: t0, OK: true})
+	p.Observed("m1", d)
 	if _, err := p.Restore(context.Background(), "m1"); !errors.Is(err, enginestate.ErrRestoreTooLate) {
 		t.Fatalf("restore after an observation: %v, want ErrRestoreTooLate", err)
 	}
@@ -143,7 +143,7 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	m := store.NewMemory()
 	prev := startSim(t, m, fc, enginestate.Options{}, "a", "b")
 	prev.run("a", down(10*time.Second, time.Hour), 0, 20*time.Second, time.Second, 0)
-	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("owed-before-restart")} })
+	storetest.Update(prev.keeper, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("owed-before-restart")} })
 	if err := prev.keeper.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -172,14 +172,15 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 		t.Errorf("stats %+v", p.Stats())
 	}
 	// Decisions go on from memory; pod sync records another owed delete.
-	st, ts, _ := fleet.Observe("a", hysteresis.Observation{Time: t0.Add(25 * time.Second), Class: hysteresis.ClassNetwork})
-	p.Observed("a", st, ts)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("owed-after-restart")) })
+	d, _ := fleet.Step("a", hysteresis.Observation{Time: t0.Add(25 * time.Second), Class: hysteresis.ClassNetwork})
+	p.Observed("a", d)
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("owed-after-restart")) })
 	f.Fail(nil)
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := store.ReadCluster(ctx, m, "a")
+	cs, err := store.ReadCluster(ctx, m, "a")
+	rec, _ := storetest.Read(cs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,16 +76,22 @@ func runKeeper(tb testing.TB, s store.Store, o store.KeeperOptions) *store.Keepe
 
 func (x *sim) observe(c string, at time.Time, ok bool) hysteresis.Status {
 	x.tb.Helper()
+	return x.decide(c, at, ok).Status
+}
+
+// decide feeds one observation and hands its decision to the persister.
+func (x *sim) decide(c string, at time.Time, ok bool) hysteresis.Decision {
+	x.tb.Helper()
 	o := hysteresis.Observation{Time: at, OK: ok}
 	if !ok {
 		o.Class, o.Detail = hysteresis.ClassNetwork, "connection refused"
 	}
-	st, ts, err := x.fleet.Observe(c, o)
+	d, err := x.fleet.Step(c, o)
 	if err != nil {
 		x.tb.Fatal(err)
 	}
-	x.p.Observed(c, st, ts)
-	for _, tr := range ts {
+	x.p.Observed(c, d)
+	for _, tr := range d.Transitions {
 		if tr.To == hysteresis.NotReady && x.notReadyAt[c].IsZero() {
 			x.notReadyAt[c] = tr.Time
 		}
@@ -93,7 +99,7 @@ func (x *sim) observe(c string, at time.Time, ok bool) hysteresis.Status {
 	if err := x.keeper.Flush(context.Background()); err != nil {
 		x.tb.Fatal(err)
 	}
-	return st
+	return d
 }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -1,7 +1,8 @@
 // Package leaves keeps one leaf Node per registered member in the host:
 // it follows the registry of members, recomputes each leaf from the
-// member's informers and the hysteresis decision, writes it with
-// leafnode.Writer, and runs its Lease heartbeat.
+// member's informers and the hysteresis decision the registry's events
+// carry (clusters.Member.Readiness), writes it with leafnode.Writer, and
+// runs its Lease heartbeat, which renews while that decision says so.
 package leaves
 
 import (
@@ -19,10 +20,10 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/runner"
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/engage"
@@ -54,11 +55,6 @@ type Options struct {
 	// never queue behind Node writes in a shared rate limiter.
 	Leases   kubernetes.Interface
 	Registry *clusters.Registry
-	// Thresholds gives a member's effective thresholds (for messages); the
-	// hysteresis Fleet.
-	Thresholds interface {
-		Config(cluster string) (hysteresis.Config, bool)
-	}
 	// LeafTaint is the fleet default for the leafsync.io/leaf taint.
 	LeafTaint bool
 	// Lease heartbeat: renew interval, lease duration, per-request timeout.
@@ -88,16 +84,17 @@ type Options struct {
 // Controller runs one leaf per registered member. It is a manager.Runnable
 // that needs leader election: only the leader writes leaves and Leases.
 //
-// Leaf writes go through one queue keyed by cluster: it folds the kicks
-// (member objects changed, engine transition, leaf Node deleted) into one
-// sync, never syncs a cluster on two workers at once, delays a sync to
-// keep minGap between writes of a leaf, and retries failures with backoff.
+// Leaf writes go through one runner keyed by cluster (Reconcile): it
+// folds the kicks (member objects changed, engine transition, leaf Node
+// deleted) into one sync, never syncs a cluster on two workers at once,
+// delays a sync to keep minGap between writes of a leaf, and retries
+// failures with backoff.
 type Controller struct {
 	opts   Options
 	log    logr.Logger
 	clock  clock.WithTicker
 	nodes  corelisters.NodeLister
-	queue  workqueue.TypedRateLimitingInterface[string]
+	runner *runner.Runner[string]
 	engage *engage.Runner
 	leaves engage.Members[*leaf]
 }
@@ -117,9 +114,8 @@ func New(o Options) *Controller {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{opts: o, log: o.Logger.WithName("leaves"), clock: o.Clock}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 30*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "leaves", Clock: o.Clock})
+	c.runner = runner.New[string](c, runner.Options[string]{Name: "leaves", Workers: workers,
+		MinBackoff: time.Second, MaxBackoff: 30 * time.Second, Clock: o.Clock, Logger: c.log})
 	c.engage = engage.NewRunner(c, c.log)
 	return c
 }
@@ -148,21 +144,14 @@ func (c *Controller) Start(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = c.opts.Nodes.Informer().RemoveEventHandler(reg) }()
-	defer c.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.Nodes.Informer().HasSynced) {
 		return nil
 	}
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext() {
-			}
-		})
-	}
+	wg.Go(func() { c.runner.Run(ctx) })
 	sub := c.opts.Registry.Subscribe()
 	defer sub.Close()
 	c.engage.Run(ctx, sub.Events()) // returns with every leaf stopped
-	c.queue.ShutDown()
 	wg.Wait()
 	return nil
 }
@@ -186,11 +175,11 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	} else {
 		l.setMember(m)
 	}
-	c.queue.Add(cluster)
+	c.runner.Add(cluster)
 	kick := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.queue.Add(cluster) },
-		UpdateFunc: func(any, any) { c.queue.Add(cluster) },
-		DeleteFunc: func(any) { c.queue.Add(cluster) },
+		AddFunc:    func(any) { c.runner.Add(cluster) },
+		UpdateFunc: func(any, any) { c.runner.Add(cluster) },
+		DeleteFunc: func(any) { c.runner.Add(cluster) },
 	}
 	return []engage.Handler{
 		{Informer: m.Runtime.Nodes().Informer(), Handler: kick},
@@ -198,11 +187,19 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	}
 }
 
-// StateChanged records the transition on the leaf and writes it.
-func (c *Controller) StateChanged(cluster string, tr hysteresis.Transition) {
-	if l := c.leaf(cluster); l != nil {
+// Decided takes the engine's decision for the leaf and its heartbeat; a
+// transition is recorded as an Event on the leaf, and written.
+func (c *Controller) Decided(m clusters.Member) {
+	l := c.leaf(m.Cluster())
+	if l == nil {
+		return
+	}
+	l.setMember(m)
+	for _, tr := range m.Readiness.Transitions {
 		l.recordTransition(tr)
-		c.queue.Add(cluster)
+	}
+	if len(m.Readiness.Transitions) > 0 {
+		c.runner.Add(m.Cluster())
 	}
 }
 
@@ -222,7 +219,7 @@ func (c *Controller) leaf(cluster string) *leaf {
 func (c *Controller) triggerLeaf(name string) {
 	c.leaves.Each(func(cluster string, l *leaf) {
 		if l.name == name {
-			c.queue.Add(cluster)
+			c.runner.Add(cluster)
 		}
 	})
 }
@@ -240,40 +237,31 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 	return nil
 }
 
-// processNext syncs the leaf of the next queued cluster, and queues it
-// again: after a failure with backoff, else when a held-back allocatable
-// change is due and at the latest after Resync.
-func (c *Controller) processNext() bool {
-	cluster, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(cluster)
+// Reconcile syncs the cluster's leaf, and asks to look again when a
+// held-back allocatable change is due, and at the latest after Resync. A
+// sync within minGap of the last one waits for it.
+func (c *Controller) Reconcile(_ context.Context, cluster string) (runner.Result, error) {
 	l := c.leaf(cluster)
 	if l == nil {
-		c.queue.Forget(cluster) // stopped
-		return true
+		return runner.Result{}, nil // stopped
 	}
 	if wait := l.lastSync.Add(minGap).Sub(c.clock.Now()); wait > 0 {
-		c.queue.AddAfter(cluster, wait)
-		return true
+		return runner.Result{RequeueAfter: wait}, nil
 	}
 	err := l.sync()
 	l.lastSync = c.clock.Now()
 	if err != nil {
-		if l.ctx.Err() == nil {
-			l.log.Error(err, "syncing leaf node; retrying", "failures", c.queue.NumRequeues(cluster)+1)
+		if l.ctx.Err() != nil {
+			return runner.Result{}, nil // stopped meanwhile
 		}
-		c.queue.AddRateLimited(cluster)
-		return true
+		return runner.Result{}, fmt.Errorf("syncing leaf node %s: %w", l.name, err)
 	}
-	c.queue.Forget(cluster)
-	if d := l.writer.Deferred; d > 0 {
+	next := c.opts.Resync
+	if d := l.writer.Deferred; d > 0 && d < next {
 		// Written when due even if the member goes quiet.
-		c.queue.AddAfter(cluster, d)
+		next = d
 	}
-	c.queue.AddAfter(cluster, c.opts.Resync)
-	return true
+	return runner.Result{RequeueAfter: next}, nil
 }
 
 // leaf is one member's leaf Node: its writer and Lease heartbeat.
@@ -287,6 +275,8 @@ type leaf struct {
 	// that holds the cluster's key.
 	lastSync time.Time
 
+	// mu guards member: the registry's latest view of the member,
+	// Readiness included (the leaf's and the heartbeat's decision).
 	mu     sync.Mutex
 	member clusters.Member
 
@@ -318,6 +308,7 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 			Name:             m.Spec.LeafName,
 			HeartbeatEvery:   c.opts.ConditionHeartbeat,
 			AllocatableEvery: c.opts.AllocatableEvery,
+			Clock:            c.clock,
 		},
 	}
 	leases := c.opts.Leases
@@ -337,8 +328,7 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		Duration: c.opts.LeaseDuration,
 		Timeout:  c.opts.RenewTimeout,
 		ShouldRenew: func() bool {
-			st, ok := c.opts.Registry.Hysteresis(l.cluster)
-			return ok && st.State.LeafReady() && owned()
+			return l.current().Readiness.Status.State.LeafReady() && owned()
 		},
 		OnRenew: func(lag time.Duration, err error) {
 			if err != nil {
@@ -350,17 +340,24 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 				c.opts.OnRenew(l.cluster, lag, err)
 			}
 		},
-		Log: l.log,
+		Log:   l.log,
+		Clock: c.clock,
 	}
 	l.heartbeat.Go(func() { hb.Run(ctx) })
 	return l
 }
 
-// setMember points the leaf at a (new) member runtime or spec.
+// setMember points the leaf at a (new) member runtime, spec or decision.
 func (l *leaf) setMember(m clusters.Member) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.member = m
+}
+
+func (l *leaf) current() clusters.Member {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.member
 }
 
 func (l *leaf) stop() {
@@ -379,19 +376,13 @@ func (l *leaf) sync() error {
 		return nil
 	}
 	ctx := l.ctx
-	l.mu.Lock()
-	m := l.member
-	l.mu.Unlock()
-	st, ok := l.c.opts.Registry.Hysteresis(l.cluster)
-	if !ok {
-		return nil
-	}
-	cfg, _ := l.c.opts.Thresholds.Config(l.cluster)
+	m := l.current()
+	st := m.Readiness.Status
 	in := leafnode.Input{
 		Cluster:  l.cluster,
 		LeafName: l.name,
 		Status:   st,
-		Config:   cfg,
+		Config:   m.Readiness.Config,
 		Options:  l.options(m),
 	}
 	synced := m.Runtime.HasSynced()

@@ -52,8 +52,9 @@ type Options struct {
 	Burst int
 	// ProbeTimeout bounds one GET /readyz.
 	ProbeTimeout time.Duration
-	// ProbeInterval returns the cluster's current probe interval.
-	ProbeInterval func() time.Duration
+	// ProbeInterval is the cluster's probe interval until Observe returns
+	// another.
+	ProbeInterval time.Duration
 	// Observe receives each probe outcome (may be nil).
 	Observe ObserveFunc
 	// Breaker configures the circuit breaker.

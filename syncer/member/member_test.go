@@ -132,14 +132,12 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 		Cluster:       "east",
 		RESTConfig:    api.RESTConfig(),
 		UserAgent:     "leafsync/test",
-		ProbeInterval: func() time.Duration { return 100 * time.Millisecond },
-		Observe: func(cluster string, obs hysteresis.Observation) {
-			if cluster != "east" {
-				t.Errorf("observation for %q", cluster)
-			}
+		ProbeInterval: 100 * time.Millisecond,
+		Observe: func(obs hysteresis.Observation) time.Duration {
 			mu.Lock()
 			observations = append(observations, obs)
 			mu.Unlock()
+			return 0
 		},
 		Logger: testr.New(t),
 	})

@@ -21,8 +21,9 @@ import (
 // a Kubernetes Status, and for the start of anything else.
 const maxProbeBody = 4 << 10
 
-// ObserveFunc receives every probe outcome of a member.
-type ObserveFunc func(cluster string, obs hysteresis.Observation)
+// ObserveFunc receives every probe outcome of a member and returns the
+// probe interval the engine's decision asks for (zero: unchanged).
+type ObserveFunc func(obs hysteresis.Observation) (interval time.Duration)
 
 // Prober checks a member's API server with GET /readyz and classifies the
 // outcome for the hysteresis engine. Only the API server can say "I am
@@ -33,17 +34,17 @@ type ObserveFunc func(cluster string, obs hysteresis.Observation)
 // readiness evidence; its client must not pass through the member's
 // breaker, and must follow no redirect (the credentials would go with it).
 type Prober struct {
-	cluster  string
-	client   *http.Client
-	url      string
-	timeout  time.Duration
-	interval func() time.Duration
-	observe  ObserveFunc
-	success  func()
-	clock    clock.Clock
+	cluster string
+	client  *http.Client
+	url     string
+	timeout time.Duration
+	observe ObserveFunc
+	success func()
+	clock   clock.Clock
 
-	mu   sync.Mutex
-	last hysteresis.Observation
+	mu       sync.Mutex
+	last     hysteresis.Observation
+	interval time.Duration
 }
 
 // ProberOptions configure a Prober.
@@ -57,9 +58,9 @@ type ProberOptions struct {
 	URL string
 	// Timeout bounds one probe (and the probe interval bounds it too).
 	Timeout time.Duration
-	// Interval returns the current probe interval (re-read after every
-	// probe, so a changed threshold applies at once).
-	Interval func() time.Duration
+	// Interval is the probe interval until Observe returns another (so a
+	// changed threshold applies from the next probe).
+	Interval time.Duration
 	// Observe receives each outcome (may be nil).
 	Observe ObserveFunc
 	// OnSuccess is called after every successful probe (may be nil): the
@@ -78,8 +79,8 @@ func NewProber(o ProberOptions) *Prober {
 	if o.Timeout <= 0 {
 		o.Timeout = 3 * time.Second
 	}
-	if o.Interval == nil {
-		o.Interval = func() time.Duration { return hysteresis.DefaultConfig().ProbeInterval.Duration }
+	if o.Interval <= 0 {
+		o.Interval = hysteresis.DefaultConfig().ProbeInterval.Duration
 	}
 	return &Prober{cluster: o.Cluster, client: o.Client, url: o.URL, timeout: o.Timeout, interval: o.Interval, observe: o.Observe, success: o.OnSuccess, clock: o.Clock}
 }
@@ -89,6 +90,13 @@ func (p *Prober) Last() hysteresis.Observation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.last
+}
+
+// Interval is the current probe interval.
+func (p *Prober) Interval() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.interval
 }
 
 // Run probes at once, then every interval, until ctx ends. Probes do not
@@ -101,9 +109,13 @@ func (p *Prober) Run(ctx context.Context) {
 			return
 		}
 		if p.observe != nil {
-			p.observe(p.cluster, obs)
+			if next := p.observe(obs); next > 0 {
+				p.mu.Lock()
+				p.interval = next
+				p.mu.Unlock()
+			}
 		}
-		wait := p.interval() - p.clock.Since(start)
+		wait := p.Interval() - p.clock.Since(start)
 		if wait <= 0 {
 			continue
 		}
@@ -129,10 +141,10 @@ func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
 	// A probe never outlasts the interval: the engine counts at most
 	// 1.5×probeInterval of evidence per observation, so probes must keep
 	// coming at least that often.
-	timeout := min(p.timeout, p.interval())
+	timeout := min(p.timeout, p.Interval())
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	start := time.Now()
+	start := p.clock.Now()
 	obs := p.do(pctx, timeout)
 	if ctx.Err() != nil {
 		return obs, false
@@ -142,7 +154,7 @@ func (p *Prober) probe(ctx context.Context) (hysteresis.Observation, bool) {
 		result = obs.Class.String()
 	}
 	metrics.ProbeResultsVec.WithLabelValues(p.cluster, result).Inc()
-	metrics.ProbeDurationVec.WithLabelValues(p.cluster).Observe(time.Since(start).Seconds())
+	metrics.ProbeDurationVec.WithLabelValues(p.cluster).Observe(p.clock.Since(start).Seconds())
 	p.mu.Lock()
 	p.last = obs
 	p.mu.Unlock()

@@ -300,8 +300,8 @@ func TestProberRun(t *testing.T) {
 		Client:   srv.Client(),
 		URL:      srv.URL + "/readyz",
 		Timeout:  time.Second,
-		Interval: func() time.Duration { return interval },
-		Observe:  func(c string, o hysteresis.Observation) { got <- o },
+		Interval: interval,
+		Observe:  func(o hysteresis.Observation) time.Duration { got <- o; return 0 },
 		Clock:    clk,
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -176,12 +176,18 @@ var (
 	PodSyncDurationVec      = histogramVec(PodSyncDuration)
 	StoreWriteDurationVec   = histogramVec(StoreWriteDuration)
 	StoreWriteErrorsVec     = counterVec(StoreWriteErrors)
-	StorePendingWritesGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: StorePendingWrites.Name, Help: StorePendingWrites.Help})
 	EvictionGuardGauge      = prometheus.NewGauge(prometheus.GaugeOpts{Name: EvictionGuardActive.Name, Help: EvictionGuardActive.Help})
 	EvictionsRefusedVec     = counterVec(EvictionsRefused)
 	EvictionsCompletedVec   = counterVec(EvictionsCompleted)
 	KubeletAPIRequestsVec   = counterVec(KubeletAPIRequests)
 )
+
+// NewStorePendingWrites is the pending-writes gauge, read from pending at
+// scrape time (the Keeper's queue).
+func NewStorePendingWrites(pending func() int) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: StorePendingWrites.Name, Help: StorePendingWrites.Help},
+		func() float64 { return float64(pending()) })
+}
 
 func counterVec(s Spec) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: s.Name, Help: s.Help}, s.Labels)
@@ -200,7 +206,7 @@ func Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec,
 		LeafWritesVec, LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec,
-		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec, StorePendingWritesGauge,
+		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec,
 		EvictionGuardGauge, EvictionsRefusedVec, EvictionsCompletedVec, KubeletAPIRequestsVec,
 	} {
 		if err := reg.Register(c); err != nil {

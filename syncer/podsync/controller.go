@@ -159,9 +159,12 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	}}}
 }
 
-// StateChanged looks at every pod of the member again.
-func (c *Controller) StateChanged(cluster string, _ hysteresis.Transition) {
-	if ms := c.memberSync(cluster); ms != nil {
+// Decided looks at every pod of the member again when its state changed.
+func (c *Controller) Decided(m clusters.Member) {
+	if len(m.Readiness.Transitions) == 0 {
+		return
+	}
+	if ms := c.memberSync(m.Cluster()); ms != nil {
 		ms.trigger()
 	}
 }
