@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+	nodeutil "k8s.io/component-helpers/node/util"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -116,7 +117,7 @@ func Compute(in Input) Desired {
 func countedNodes(all []*corev1.Node, sel labels.Selector) []*corev1.Node {
 	var out []*corev1.Node
 	for _, n := range all {
-		if n.Spec.Unschedulable || conditionStatus(n.Status.Conditions, corev1.NodeReady) != corev1.ConditionTrue {
+		if n.Spec.Unschedulable || !conditionTrue(n, corev1.NodeReady) {
 			continue
 		}
 		if sel != nil && !sel.Matches(labels.Set(n.Labels)) {
@@ -305,7 +306,7 @@ func pressureConditions(nodes []*corev1.Node) []corev1.NodeCondition {
 	for _, typ := range pressureTypes {
 		all := len(nodes) > 0
 		for _, n := range nodes {
-			if conditionStatus(n.Status.Conditions, typ) != corev1.ConditionTrue {
+			if !conditionTrue(n, typ) {
 				all = false
 				break
 			}
@@ -320,11 +321,7 @@ func pressureConditions(nodes []*corev1.Node) []corev1.NodeCondition {
 	return out
 }
 
-func conditionStatus(conds []corev1.NodeCondition, typ corev1.NodeConditionType) corev1.ConditionStatus {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
+func conditionTrue(n *corev1.Node, typ corev1.NodeConditionType) bool {
+	_, c := nodeutil.GetNodeCondition(&n.Status, typ)
+	return c != nil && c.Status == corev1.ConditionTrue
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/leafsync/leafsync/hysteresis"
 )
@@ -172,12 +173,12 @@ func TestPressureOnlyWhenAllNodes(t *testing.T) {
 	b := memberNode("b", true, map[string]string{"cpu": "1"}, nil, "v1.35.0")
 	a.Status.Conditions = append(a.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})
 	d := Compute(Input{MemberNodes: []*corev1.Node{a, b}, Status: hysteresis.Status{State: hysteresis.Ready}})
-	if c := findCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionFalse {
+	if c := testCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionFalse {
 		t.Fatalf("one pressured node of two: MemoryPressure %+v, want False", c)
 	}
 	b.Status.Conditions = append(b.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})
 	d = Compute(Input{MemberNodes: []*corev1.Node{a, b}, Status: hysteresis.Status{State: hysteresis.Ready}})
-	if c := findCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionTrue {
+	if c := testCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionTrue {
 		t.Fatalf("all nodes pressured: MemoryPressure %+v, want True", c)
 	}
 }
@@ -229,4 +230,9 @@ func TestSummarizedPodAccountsAsTheFullPod(t *testing.T) {
 			t.Errorf("aggregate %s: %s with the full pod, %s summarised", r, q.String(), bq.String())
 		}
 	}
+}
+
+func testCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	_, c := nodeutil.GetNodeCondition(&corev1.NodeStatus{Conditions: conds}, typ)
+	return c
 }

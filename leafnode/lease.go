@@ -3,7 +3,7 @@ package leafnode
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"math"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -88,11 +89,15 @@ func (h *Heartbeat) Run(ctx context.Context) {
 	}
 }
 
+// renewRetry spaces the retries of one renewal: from 50ms to 500ms, doubling,
+// each up to three times as long with jitter (100ms to 1s on average).
+var renewRetry = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 2, Cap: 500 * time.Millisecond, Steps: math.MaxInt32}
+
 // renewUntil tries to renew, retrying with jitter until it succeeds or the
 // next renewal is due.
 func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 	clk := h.clock()
-	backoff := 100 * time.Millisecond
+	backoff := renewRetry
 	for {
 		err := h.Renew(ctx)
 		if err == nil {
@@ -104,7 +109,7 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 		if ctx.Err() != nil {
 			return
 		}
-		wait := backoff/2 + rand.N(backoff)
+		wait := backoff.Step()
 		if clk.Now().Add(wait).After(next) {
 			h.Log.Error(err, "leaf lease renewal failed; retrying at the next interval", "leaf", h.Name)
 			if h.OnRenew != nil {
@@ -118,7 +123,6 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 			return
 		case <-clk.After(wait):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/retry"
+	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/utils/clock"
 )
 
@@ -125,7 +126,7 @@ func (w *Writer) get(ctx context.Context) (*corev1.Node, error) {
 
 // readySettled: the leaf's Ready condition exists and is not True.
 func readySettled(node *corev1.Node) bool {
-	c := findCondition(node.Status.Conditions, corev1.NodeReady)
+	_, c := nodeutil.GetNodeCondition(&node.Status, corev1.NodeReady)
 	return c != nil && c.Status != corev1.ConditionTrue
 }
 
@@ -133,7 +134,7 @@ func (w *Writer) now() time.Time {
 	if w.Clock != nil {
 		return w.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 func (w *Writer) create(ctx context.Context, d Desired) (*corev1.Node, error) {
@@ -242,7 +243,7 @@ func statusMatches(node *corev1.Node, d Desired) bool {
 		return false
 	}
 	for _, want := range d.Conditions {
-		got := findCondition(node.Status.Conditions, want.Type)
+		_, got := nodeutil.GetNodeCondition(&node.Status, want.Type)
 		if got == nil || got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
 			return false
 		}
@@ -260,15 +261,6 @@ func resourcesOnly(node *corev1.Node, d Desired) bool {
 	return statusMatches(node, d)
 }
 
-func findCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *corev1.NodeCondition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
 // patchStatus writes leafsync's status fields with a strategic-merge patch:
 // conditions merge by type, so conditions of other actors are kept.
 //
@@ -284,7 +276,7 @@ func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, 
 	for _, c := range d.Conditions {
 		c.LastHeartbeatTime = metav1.NewTime(now)
 		c.LastTransitionTime = metav1.NewTime(now)
-		if got := findCondition(node.Status.Conditions, c.Type); got != nil {
+		if _, got := nodeutil.GetNodeCondition(&node.Status, c.Type); got != nil {
 			if got.Status == c.Status {
 				c.LastTransitionTime = got.LastTransitionTime
 			}

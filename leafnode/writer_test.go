@@ -102,7 +102,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonMemberUnreachable {
+	if c := testCondition(n.Status.Conditions, corev1.NodeReady); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonMemberUnreachable {
 		t.Fatalf("Ready condition after NotReady: %+v", c)
 	}
 	// KCM: the Lease lapsed, every condition Unknown.
@@ -143,7 +143,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 		t.Fatalf("Recovering: %d writes, %d status writes; want 1 taint write", w.Writes-before, statusWrites()-beforeStatus)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionUnknown {
+	if c := testCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionUnknown {
 		t.Fatalf("leafsync overwrote KCM's Unknown: %+v", c)
 	}
 	// Ready again: leafsync writes Ready=True with a fresh heartbeat.
@@ -151,7 +151,7 @@ func TestWriterDoesNotFightKCMWhenNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-	if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(clk.Now()) {
+	if c := testCondition(n.Status.Conditions, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastHeartbeatTime.Time.Equal(clk.Now()) {
 		t.Fatalf("Ready condition after recovery: %+v", c)
 	}
 }
