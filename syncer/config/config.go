@@ -171,10 +171,10 @@ func Default() Config {
 				HalfOpenRequests:    1,
 			},
 		},
-		Store:         DefaultStore(),
+		Store:         defaultStore(),
 		PodSync:       DefaultPodSync(),
-		EvictionGuard: DefaultEvictionGuard(),
-		KubeletAPI:    DefaultKubeletAPI(),
+		EvictionGuard: defaultEvictionGuard(),
+		KubeletAPI:    defaultKubeletAPI(),
 	}
 }
 

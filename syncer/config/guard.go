@@ -23,8 +23,8 @@ type EvictionGuard struct {
 	Identities []string `json:"identities"`
 }
 
-// DefaultEvictionGuard guards against KCM's taint-eviction controller.
-func DefaultEvictionGuard() EvictionGuard {
+// defaultEvictionGuard guards against KCM's taint-eviction controller.
+func defaultEvictionGuard() EvictionGuard {
 	return EvictionGuard{Enabled: true, Identities: []string{guard.DefaultIdentity}}
 }
 

@@ -52,8 +52,8 @@ type KubeletAPI struct {
 	MaxUnauthenticatedConnections int32 `json:"maxUnauthenticatedConnections"`
 }
 
-// DefaultKubeletAPI is off, on the kubelet's port.
-func DefaultKubeletAPI() KubeletAPI {
+// defaultKubeletAPI is off, on the kubelet's port.
+func defaultKubeletAPI() KubeletAPI {
 	return KubeletAPI{
 		Port:                          10250,
 		ConnectTimeout:                hysteresis.Duration{Duration: 5 * time.Second},

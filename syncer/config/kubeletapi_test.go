@@ -19,7 +19,7 @@ func TestKubeletAPIBoundsValidation(t *testing.T) {
 		{"request shorter than handshake", func(k *KubeletAPI) { k.RequestTimeout.Duration = k.HandshakeTimeout.Duration / 2 }, []string{"kubeletAPI.requestTimeout (5s) must be at least handshakeTimeout (10s)"}},
 		{"no connections", func(k *KubeletAPI) { k.MaxUnauthenticatedConnections = 0 }, []string{"kubeletAPI.maxUnauthenticatedConnections (0)"}},
 	} {
-		k := DefaultKubeletAPI()
+		k := defaultKubeletAPI()
 		tc.mutate(&k)
 		err := k.validate()
 		if err == nil {
@@ -32,7 +32,7 @@ func TestKubeletAPIBoundsValidation(t *testing.T) {
 			}
 		}
 	}
-	if err := DefaultKubeletAPI().validate(); err != nil {
+	if err := defaultKubeletAPI().validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
 }

@@ -71,8 +71,8 @@ type EtcdStore struct {
 	PasswordFile string `json:"passwordFile"`
 }
 
-// DefaultStore is the store configuration when nothing is set.
-func DefaultStore() Store {
+// defaultStore is the store configuration when nothing is set.
+func defaultStore() Store {
 	return Store{
 		Backend:            StoreKube,
 		CheckpointInterval: hysteresis.Duration{Duration: 10 * time.Second},

@@ -192,11 +192,11 @@ func testStreamsThroughProxy(t *testing.T, proxySrv *tunnelProxy) {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		verb := Logs
+		verb := verbLogs
 		if strings.HasPrefix(r.URL.Path, "/exec") {
-			verb = Exec
+			verb = verbExec
 		}
-		p.serve(&statusRecorder{ResponseWriter: w}, r, Target{Verb: verb, Namespace: "ns", Pod: "p", Container: "c"}, nil)
+		p.serve(&statusRecorder{ResponseWriter: w}, r, target{Verb: verb, Namespace: "ns", Pod: "p", Container: "c"}, nil)
 	}))
 	defer front.Close()
 
@@ -285,11 +285,11 @@ func TestStreamsOutlastRequestTimeout(t *testing.T) {
 		if err := liftDeadlines(rec); err != nil {
 			t.Errorf("lifting the deadlines: %v", err)
 		}
-		verb := Logs
+		verb := verbLogs
 		if strings.HasPrefix(r.URL.Path, "/exec") {
-			verb = Exec
+			verb = verbExec
 		}
-		p.serve(rec, r, Target{Verb: verb, Namespace: "ns", Pod: "p", Container: "c"}, nil)
+		p.serve(rec, r, target{Verb: verb, Namespace: "ns", Pod: "p", Container: "c"}, nil)
 	}))
 	front.Config.ReadTimeout, front.Config.WriteTimeout = timeout, timeout
 	front.Start()

@@ -42,7 +42,7 @@
 //     the proxy the member's transport uses (viaProxy). The read and
 //     write deadlines are lifted first: a stream is the user's. The
 //     kubelet's query (input/output/error/tty = 1, port) becomes the API's
-//     (stdin/stdout/stderr/tty = true, ports); see MemberRequest.
+//     (stdin/stdout/stderr/tty = true, ports); see memberRequest.
 //
 // The member pod has the host pod's namespace and name (pod sync's rule),
 // so only the host's credentials are swapped for the member's.

@@ -37,7 +37,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.o.Clock.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	w = rec
-	t, pathErr := ParsePath(r.URL.Path)
+	t, pathErr := parsePath(r.URL.Path)
 	verbLabel := "unknown"
 	if pathErr == nil {
 		verbLabel = string(t.Verb)
@@ -59,7 +59,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// As a kubelet: nodes/proxy on the node, "get" to read, "create" to
 	// open a stream (whatever the method: WebSocket streams are GETs).
 	verb := "create"
-	if t.Verb == Logs {
+	if t.Verb == verbLogs {
 		verb = "get"
 	}
 	// authorize answers 403 unless the user may proxy to node ("" is every
@@ -240,8 +240,8 @@ func (s *Server) memberProxy(m clusters.Member) (*memberProxy, error) {
 }
 
 // serve proxies one request to the member pod's subresource.
-func (p *memberProxy) serve(w *statusRecorder, r *http.Request, t Target, mp *corev1.Pod) {
-	path, query := MemberRequest(t, r.URL.Query())
+func (p *memberProxy) serve(w *statusRecorder, r *http.Request, t target, mp *corev1.Pod) {
+	path, query := memberRequest(t, r.URL.Query())
 	loc := *p.base
 	loc.Path = singleJoin(p.base.Path, path)
 	loc.RawQuery = query.Encode()

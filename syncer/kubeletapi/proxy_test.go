@@ -85,7 +85,7 @@ func TestUpgradeAnswerDeadline(t *testing.T) {
 		&http.Transport{DialContext: answerDeadline(dialer.DialContext, timeout), TLSClientConfig: tlsCfg}, proxy.MirrorRequest)}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pod := strings.TrimPrefix(r.URL.Path, "/")
-		p.serve(&statusRecorder{ResponseWriter: w}, r, Target{Verb: Exec, Namespace: "ns", Pod: pod}, nil)
+		p.serve(&statusRecorder{ResponseWriter: w}, r, target{Verb: verbExec, Namespace: "ns", Pod: pod}, nil)
 	}))
 	defer front.Close()
 	defer close(release) // first: front's handler may wait on the member

@@ -9,18 +9,18 @@ import (
 )
 
 func TestParsePath(t *testing.T) {
-	good := map[string]Target{
-		"/containerLogs/ns/p/c":   {Verb: Logs, Namespace: "ns", Pod: "p", Container: "c"},
-		"/exec/ns/p/c":            {Verb: Exec, Namespace: "ns", Pod: "p", Container: "c"},
-		"/exec/ns/p/uid-1/c":      {Verb: Exec, Namespace: "ns", Pod: "p", UID: "uid-1", Container: "c"},
-		"/attach/ns/p/c":          {Verb: Attach, Namespace: "ns", Pod: "p", Container: "c"},
-		"/portForward/ns/p":       {Verb: PortForward, Namespace: "ns", Pod: "p"},
-		"/portForward/ns/p/uid-1": {Verb: PortForward, Namespace: "ns", Pod: "p", UID: "uid-1"},
+	good := map[string]target{
+		"/containerLogs/ns/p/c":   {Verb: verbLogs, Namespace: "ns", Pod: "p", Container: "c"},
+		"/exec/ns/p/c":            {Verb: verbExec, Namespace: "ns", Pod: "p", Container: "c"},
+		"/exec/ns/p/uid-1/c":      {Verb: verbExec, Namespace: "ns", Pod: "p", UID: "uid-1", Container: "c"},
+		"/attach/ns/p/c":          {Verb: verbAttach, Namespace: "ns", Pod: "p", Container: "c"},
+		"/portForward/ns/p":       {Verb: verbPortForward, Namespace: "ns", Pod: "p"},
+		"/portForward/ns/p/uid-1": {Verb: verbPortForward, Namespace: "ns", Pod: "p", UID: "uid-1"},
 	}
 	for path, want := range good {
-		got, err := ParsePath(path)
+		got, err := parsePath(path)
 		if err != nil || got != want {
-			t.Errorf("ParsePath(%q) = %+v, %v; want %+v", path, got, err, want)
+			t.Errorf("parsePath(%q) = %+v, %v; want %+v", path, got, err, want)
 		}
 	}
 	for _, path := range []string{
@@ -28,8 +28,8 @@ func TestParsePath(t *testing.T) {
 		"/portForward/ns", "/portForward/ns/p/u/x", "/run/ns/p/c", "/pods", "/logs/syslog",
 		"/exec/ns/../c", "/exec//p/c",
 	} {
-		if got, err := ParsePath(path); err == nil {
-			t.Errorf("ParsePath(%q) = %+v, want an error", path, got)
+		if got, err := parsePath(path); err == nil {
+			t.Errorf("parsePath(%q) = %+v, want an error", path, got)
 		}
 	}
 }
@@ -37,14 +37,14 @@ func TestParsePath(t *testing.T) {
 func TestMemberRequest(t *testing.T) {
 	cases := []struct {
 		name  string
-		t     Target
+		t     target
 		query string
 		path  string
 		wantQ url.Values
 	}{
 		{
 			name:  "logs keep the PodLogOptions",
-			t:     Target{Verb: Logs, Namespace: "ns", Pod: "p", Container: "c"},
+			t:     target{Verb: verbLogs, Namespace: "ns", Pod: "p", Container: "c"},
 			query: "follow=true&previous=true&timestamps=true&tailLines=5&sinceSeconds=10&limitBytes=7&insecureSkipTLSVerifyBackend=true&other=x",
 			path:  "/api/v1/namespaces/ns/pods/p/log",
 			wantQ: url.Values{"container": {"c"}, "follow": {"true"}, "previous": {"true"}, "timestamps": {"true"},
@@ -52,21 +52,21 @@ func TestMemberRequest(t *testing.T) {
 		},
 		{
 			name:  "exec: the kubelet's stream flags become PodExecOptions",
-			t:     Target{Verb: Exec, Namespace: "ns", Pod: "p", UID: "u", Container: "c"},
+			t:     target{Verb: verbExec, Namespace: "ns", Pod: "p", UID: "u", Container: "c"},
 			query: "command=sh&command=-c&command=echo+hi&input=1&output=1&error=1&tty=1",
 			path:  "/api/v1/namespaces/ns/pods/p/exec",
 			wantQ: url.Values{"container": {"c"}, "command": {"sh", "-c", "echo hi"}, "stdin": {"true"}, "stdout": {"true"}, "stderr": {"true"}, "tty": {"true"}},
 		},
 		{
 			name:  "attach has no command",
-			t:     Target{Verb: Attach, Namespace: "ns", Pod: "p", Container: "c"},
+			t:     target{Verb: verbAttach, Namespace: "ns", Pod: "p", Container: "c"},
 			query: "command=x&output=1",
 			path:  "/api/v1/namespaces/ns/pods/p/attach",
 			wantQ: url.Values{"container": {"c"}, "stdout": {"true"}},
 		},
 		{
 			name:  "port forward: port becomes ports",
-			t:     Target{Verb: PortForward, Namespace: "ns", Pod: "p"},
+			t:     target{Verb: verbPortForward, Namespace: "ns", Pod: "p"},
 			query: "port=80&port=443",
 			path:  "/api/v1/namespaces/ns/pods/p/portforward",
 			wantQ: url.Values{"ports": {"80", "443"}},
@@ -78,9 +78,9 @@ func TestMemberRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path, got := MemberRequest(c.t, q)
+			path, got := memberRequest(c.t, q)
 			if path != c.path || !reflect.DeepEqual(got, c.wantQ) {
-				t.Errorf("MemberRequest = %s %v; want %s %v", path, got, c.path, c.wantQ)
+				t.Errorf("memberRequest = %s %v; want %s %v", path, got, c.path, c.wantQ)
 			}
 		})
 	}
@@ -89,7 +89,7 @@ func TestMemberRequest(t *testing.T) {
 // TestEveryVerbHasItsSeries: the metric's series that exist from the start
 // are exactly the API's verbs.
 func TestEveryVerbHasItsSeries(t *testing.T) {
-	verbs := []Verb{Logs, Exec, Attach, PortForward}
+	verbs := []kubeletVerb{verbLogs, verbExec, verbAttach, verbPortForward}
 	if len(metrics.KubeletAPISuccess) != len(verbs) {
 		t.Errorf("metrics.KubeletAPISuccess has %d verbs, the API %d", len(metrics.KubeletAPISuccess), len(verbs))
 	}

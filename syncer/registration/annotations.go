@@ -23,8 +23,8 @@ const (
 	// AnnotationAllowInsecureTLS ("true") accepts insecure-skip-tls-verify
 	// and plain http:// servers for this cluster.
 	AnnotationAllowInsecureTLS = "leafsync.io/allow-insecure-tls"
-	// AnnotationContext selects a kubeconfig context other than current-context.
-	AnnotationContext = "leafsync.io/context"
+	// annotationContext selects a kubeconfig context other than current-context.
+	annotationContext = "leafsync.io/context"
 	// AnnotationNodeSelector restricts which member nodes a leaf offers (a
 	// label selector, e.g. "pool=leaf"). Read by syncer/leaves.
 	AnnotationNodeSelector = "leafsync.io/node-selector"
@@ -61,7 +61,7 @@ const (
 var options = map[string]func(value string) error{
 	AnnotationLeafName:         nil,
 	AnnotationAllowInsecureTLS: nil,
-	AnnotationContext:          nil,
+	annotationContext:          nil,
 	AnnotationNodeSelector: func(v string) error {
 		_, err := labels.Parse(v)
 		return err
@@ -200,8 +200,8 @@ func parseAnnotations(annotations map[string]string, spec *Spec) error {
 		spec.AllowInsecureTLS = b
 	}
 
-	if v, ok := spec.Annotations[AnnotationContext]; ok && v == "" {
-		return errorf(ReasonInvalidAnnotation, "%s is empty; name a context of the kubeconfig, or remove the annotation to use current-context", AnnotationContext)
+	if v, ok := spec.Annotations[annotationContext]; ok && v == "" {
+		return errorf(ReasonInvalidAnnotation, "%s is empty; name a context of the kubeconfig, or remove the annotation to use current-context", annotationContext)
 	}
 
 	raw := map[string]string{}

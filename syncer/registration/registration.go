@@ -42,21 +42,22 @@ const (
 )
 
 // Reasons are the CamelCase reasons of registration problems. They appear
-// as Event reasons and in the leafsync.io/status-reason annotation.
+// as Event reasons and in the leafsync.io/status-reason annotation;
+// exported are those other packages compare Error.Reason with.
 const (
 	ReasonInvalidClusterName     = "InvalidClusterName"
 	ReasonMissingKubeconfig      = "MissingKubeconfig"
 	ReasonInvalidKubeconfig      = "InvalidKubeconfig"
-	ReasonContextNotFound        = "ContextNotFound"
-	ReasonClusterEntryNotFound   = "ClusterEntryNotFound"
-	ReasonUserEntryNotFound      = "UserEntryNotFound"
-	ReasonInvalidServerURL       = "InvalidServerURL"
+	reasonContextNotFound        = "ContextNotFound"
+	reasonClusterEntryNotFound   = "ClusterEntryNotFound"
+	reasonUserEntryNotFound      = "UserEntryNotFound"
+	reasonInvalidServerURL       = "InvalidServerURL"
 	ReasonExecAuthRefused        = "ExecAuthRefused"
 	ReasonAuthProviderRefused    = "AuthProviderRefused"
-	ReasonFileReferenceRefused   = "FileReferenceRefused"
-	ReasonInsecureTLSRefused     = "InsecureTLSRefused"
-	ReasonPlaintextServerRefused = "PlaintextServerRefused"
-	ReasonInvalidTLSData         = "InvalidTLSData"
+	reasonFileReferenceRefused   = "FileReferenceRefused"
+	reasonInsecureTLSRefused     = "InsecureTLSRefused"
+	reasonPlaintextServerRefused = "PlaintextServerRefused"
+	reasonInvalidTLSData         = "InvalidTLSData"
 	ReasonInvalidAnnotation      = "InvalidAnnotation"
 )
 
@@ -158,14 +159,14 @@ func Parse(secret *corev1.Secret, policy Policy) (*Spec, error) {
 		return nil, errorf(ReasonInvalidKubeconfig,
 			"data key %q is not a parsable kubeconfig: %v; check the YAML (e.g. `kubectl config view --kubeconfig FILE`)", KeyKubeconfig, err)
 	}
-	contextName := spec.Annotations[AnnotationContext]
+	contextName := spec.Annotations[annotationContext]
 	if contextName == "" {
 		contextName = kc.CurrentContext
 	}
 	if contextName == "" {
 		if len(kc.Contexts) != 1 {
-			return nil, errorf(ReasonContextNotFound,
-				"the kubeconfig has no current-context and %d contexts; set current-context in the kubeconfig or the annotation %s", len(kc.Contexts), AnnotationContext)
+			return nil, errorf(reasonContextNotFound,
+				"the kubeconfig has no current-context and %d contexts; set current-context in the kubeconfig or the annotation %s", len(kc.Contexts), annotationContext)
 		}
 		for name := range kc.Contexts {
 			contextName = name
@@ -173,19 +174,19 @@ func Parse(secret *corev1.Secret, policy Policy) (*Spec, error) {
 	}
 	kctx, ok := kc.Contexts[contextName]
 	if !ok || kctx == nil {
-		return nil, errorf(ReasonContextNotFound,
-			"context %q is not defined in the kubeconfig (contexts: %s); fix current-context or the annotation %s", contextName, keys(kc.Contexts), AnnotationContext)
+		return nil, errorf(reasonContextNotFound,
+			"context %q is not defined in the kubeconfig (contexts: %s); fix current-context or the annotation %s", contextName, keys(kc.Contexts), annotationContext)
 	}
 	kcluster, ok := kc.Clusters[kctx.Cluster]
 	if !ok || kcluster == nil {
-		return nil, errorf(ReasonClusterEntryNotFound,
+		return nil, errorf(reasonClusterEntryNotFound,
 			"context %q names cluster %q, which is not defined in the kubeconfig; add it under clusters", contextName, kctx.Cluster)
 	}
 	var kuser *clientcmdapi.AuthInfo
 	if kctx.AuthInfo != "" {
 		kuser, ok = kc.AuthInfos[kctx.AuthInfo]
 		if !ok || kuser == nil {
-			return nil, errorf(ReasonUserEntryNotFound,
+			return nil, errorf(reasonUserEntryNotFound,
 				"context %q names user %q, which is not defined in the kubeconfig; add it under users", contextName, kctx.AuthInfo)
 		}
 	}
@@ -210,7 +211,7 @@ func Parse(secret *corev1.Secret, policy Policy) (*Spec, error) {
 		return nil, errorf(ReasonInvalidKubeconfig, "cannot build a client from context %q: %v; fix the kubeconfig", contextName, err)
 	}
 	if _, err := rest.TLSConfigFor(restCfg); err != nil {
-		return nil, errorf(ReasonInvalidTLSData,
+		return nil, errorf(reasonInvalidTLSData,
 			"the certificate data of context %q is unusable: %v; re-export the kubeconfig with valid base64 PEM in certificate-authority-data, client-certificate-data and client-key-data", contextName, err)
 	}
 	spec.RESTConfig = restCfg
@@ -230,29 +231,29 @@ func checkSecurity(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo, policy Pol
 	add := func(reason, format string, args ...any) { problems = append(problems, errorf(reason, format, args...)) }
 
 	if c.Server == "" {
-		add(ReasonInvalidServerURL, "the cluster entry has no server URL; set clusters[].cluster.server to the member API server, e.g. https://member.example:6443")
+		add(reasonInvalidServerURL, "the cluster entry has no server URL; set clusters[].cluster.server to the member API server, e.g. https://member.example:6443")
 	} else if su, err := url.Parse(c.Server); err != nil || su.Host == "" || (su.Scheme != "https" && su.Scheme != "http") {
-		add(ReasonInvalidServerURL, "server %q is not an https:// URL with a host; set clusters[].cluster.server to the member API server, e.g. https://member.example:6443", c.Server)
+		add(reasonInvalidServerURL, "server %q is not an https:// URL with a host; set clusters[].cluster.server to the member API server, e.g. https://member.example:6443", c.Server)
 	} else if su.Scheme == "http" && !allowInsecure {
-		add(ReasonPlaintextServerRefused, "server %q is plain http, which sends credentials unencrypted; use the https endpoint, or annotate the Secret %s=\"true\" if this is deliberate", c.Server, AnnotationAllowInsecureTLS)
+		add(reasonPlaintextServerRefused, "server %q is plain http, which sends credentials unencrypted; use the https endpoint, or annotate the Secret %s=\"true\" if this is deliberate", c.Server, AnnotationAllowInsecureTLS)
 	}
 	if c.InsecureSkipTLSVerify && !allowInsecure {
-		add(ReasonInsecureTLSRefused, "the cluster entry sets insecure-skip-tls-verify, so the member's identity would not be checked; put the member's CA in certificate-authority-data instead, or annotate the Secret %s=\"true\" to accept the risk for this cluster", AnnotationAllowInsecureTLS)
+		add(reasonInsecureTLSRefused, "the cluster entry sets insecure-skip-tls-verify, so the member's identity would not be checked; put the member's CA in certificate-authority-data instead, or annotate the Secret %s=\"true\" to accept the risk for this cluster", AnnotationAllowInsecureTLS)
 	}
 	if !policy.AllowFileReferences {
 		const fix = "inline the content instead (the *-data fields, or token), e.g. `kubectl config view --minify --flatten`; leafsync --allow-file-references permits paths fleet-wide"
 		if c.CertificateAuthority != "" {
-			add(ReasonFileReferenceRefused, "certificate-authority refers to file %q inside leafsync's pod; %s", c.CertificateAuthority, fix)
+			add(reasonFileReferenceRefused, "certificate-authority refers to file %q inside leafsync's pod; %s", c.CertificateAuthority, fix)
 		}
 		if u != nil {
 			if u.ClientCertificate != "" {
-				add(ReasonFileReferenceRefused, "client-certificate refers to file %q inside leafsync's pod; %s", u.ClientCertificate, fix)
+				add(reasonFileReferenceRefused, "client-certificate refers to file %q inside leafsync's pod; %s", u.ClientCertificate, fix)
 			}
 			if u.ClientKey != "" {
-				add(ReasonFileReferenceRefused, "client-key refers to file %q inside leafsync's pod; %s", u.ClientKey, fix)
+				add(reasonFileReferenceRefused, "client-key refers to file %q inside leafsync's pod; %s", u.ClientKey, fix)
 			}
 			if u.TokenFile != "" {
-				add(ReasonFileReferenceRefused, "tokenFile refers to file %q inside leafsync's pod; %s", u.TokenFile, fix)
+				add(reasonFileReferenceRefused, "tokenFile refers to file %q inside leafsync's pod; %s", u.TokenFile, fix)
 			}
 		}
 	}

@@ -131,29 +131,29 @@ func TestParseRefusals(t *testing.T) {
 		{name: "empty cluster name", cluster: "", reason: ReasonInvalidClusterName},
 		{name: "missing key", kubeconfig: func(*testing.T) []byte { return nil }, reason: ReasonMissingKubeconfig, mention: "leafsync register"},
 		{name: "unparsable yaml", kubeconfig: func(*testing.T) []byte { return []byte("clusters: [ {") }, reason: ReasonInvalidKubeconfig},
-		{name: "no contexts", kubeconfig: func(*testing.T) []byte { return []byte("apiVersion: v1\nkind: Config\n") }, reason: ReasonContextNotFound},
+		{name: "no contexts", kubeconfig: func(*testing.T) []byte { return []byte("apiVersion: v1\nkind: Config\n") }, reason: reasonContextNotFound},
 		{name: "unknown current context", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
 				c.CurrentContext = "nope"
 			})
-		}, reason: ReasonContextNotFound, mention: `"nope"`},
-		{name: "context annotation selects missing context", annotations: map[string]string{AnnotationContext: "other"}, reason: ReasonContextNotFound},
+		}, reason: reasonContextNotFound, mention: `"nope"`},
+		{name: "context annotation selects missing context", annotations: map[string]string{annotationContext: "other"}, reason: reasonContextNotFound},
 		{name: "missing cluster entry", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
 				delete(c.Clusters, "member")
 			})
-		}, reason: ReasonClusterEntryNotFound},
+		}, reason: reasonClusterEntryNotFound},
 		{name: "missing user entry", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
 				delete(c.AuthInfos, "leafsync")
 			})
-		}, reason: ReasonUserEntryNotFound},
+		}, reason: reasonUserEntryNotFound},
 		{name: "no server", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) { c.Server = "" })
-		}, reason: ReasonInvalidServerURL},
+		}, reason: reasonInvalidServerURL},
 		{name: "server not a URL", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) { c.Server = "ftp://x" })
-		}, reason: ReasonInvalidServerURL},
+		}, reason: reasonInvalidServerURL},
 		{name: "exec", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				u.Token = ""
@@ -176,29 +176,29 @@ func TestParseRefusals(t *testing.T) {
 				c.CertificateAuthorityData = nil
 				c.CertificateAuthority = "/etc/ssl/ca.crt"
 			})
-		}, reason: ReasonFileReferenceRefused, mention: "/etc/ssl/ca.crt"},
+		}, reason: reasonFileReferenceRefused, mention: "/etc/ssl/ca.crt"},
 		{name: "client-certificate file", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				u.ClientCertificate = "/var/run/secrets/cert"
 			})
-		}, reason: ReasonFileReferenceRefused, mention: "client-certificate"},
+		}, reason: reasonFileReferenceRefused, mention: "client-certificate"},
 		{name: "client-key file", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				u.ClientKey = "/var/run/secrets/key"
 			})
-		}, reason: ReasonFileReferenceRefused, mention: "client-key"},
+		}, reason: reasonFileReferenceRefused, mention: "client-key"},
 		{name: "tokenFile", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				u.Token = ""
 				u.TokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 			})
-		}, reason: ReasonFileReferenceRefused, mention: "tokenFile"},
+		}, reason: reasonFileReferenceRefused, mention: "tokenFile"},
 		{name: "insecure-skip-tls-verify", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				c.CertificateAuthorityData = nil
 				c.InsecureSkipTLSVerify = true
 			})
-		}, reason: ReasonInsecureTLSRefused, mention: AnnotationAllowInsecureTLS},
+		}, reason: reasonInsecureTLSRefused, mention: AnnotationAllowInsecureTLS},
 		{name: "insecure-skip-tls-verify allowed by annotation", annotations: map[string]string{AnnotationAllowInsecureTLS: "true"}, kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				c.CertificateAuthorityData = nil
@@ -210,18 +210,18 @@ func TestParseRefusals(t *testing.T) {
 				c.CertificateAuthorityData = nil
 				c.InsecureSkipTLSVerify = true
 			})
-		}, reason: ReasonInsecureTLSRefused},
+		}, reason: reasonInsecureTLSRefused},
 		{name: "plain http", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				c.CertificateAuthorityData = nil
 				c.Server = "http://member.example:8080"
 			})
-		}, reason: ReasonPlaintextServerRefused},
+		}, reason: reasonPlaintextServerRefused},
 		{name: "bad CA data", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, _ *clientcmdapi.Config) {
 				c.CertificateAuthorityData = []byte("not a pem")
 			})
-		}, reason: ReasonInvalidTLSData},
+		}, reason: reasonInvalidTLSData},
 		{name: "refused fields in another context do not matter", kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
 				evil := clientcmdapi.NewAuthInfo()
@@ -233,7 +233,7 @@ func TestParseRefusals(t *testing.T) {
 				c.Contexts["other"] = other
 			})
 		}},
-		{name: "refused fields in the selected context", annotations: map[string]string{AnnotationContext: "other"}, kubeconfig: func(t *testing.T) []byte {
+		{name: "refused fields in the selected context", annotations: map[string]string{annotationContext: "other"}, kubeconfig: func(t *testing.T) []byte {
 			return kubeconfig(t, func(_ *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo, c *clientcmdapi.Config) {
 				evil := clientcmdapi.NewAuthInfo()
 				evil.Exec = &clientcmdapi.ExecConfig{Command: "sh", APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
@@ -250,11 +250,11 @@ func TestParseRefusals(t *testing.T) {
 				c.InsecureSkipTLSVerify = true
 				u.TokenFile = "/tmp/token"
 			})
-		}, reason: ReasonInsecureTLSRefused, mention: "tokenFile"},
+		}, reason: reasonInsecureTLSRefused, mention: "tokenFile"},
 		{name: "bad leaf name", annotations: map[string]string{AnnotationLeafName: "Leaf_East"}, reason: ReasonInvalidAnnotation, mention: AnnotationLeafName},
 		{name: "bad allow-insecure-tls", annotations: map[string]string{AnnotationAllowInsecureTLS: "yes please"}, reason: ReasonInvalidAnnotation, mention: AnnotationAllowInsecureTLS},
 		{name: "bad threshold", annotations: map[string]string{"leafsync.io/not-ready-after": "soon"}, reason: ReasonInvalidAnnotation, mention: "leafsync.io/not-ready-after"},
-		{name: "empty context annotation", annotations: map[string]string{AnnotationContext: ""}, reason: ReasonInvalidAnnotation},
+		{name: "empty context annotation", annotations: map[string]string{annotationContext: ""}, reason: ReasonInvalidAnnotation},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
