@@ -11,6 +11,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/leafsync/leafsync/leafnode"
@@ -25,7 +26,7 @@ import (
 // NoExecute taints of each leaf in its record, deletes a member's record
 // on deregistration, and ensures the policy and its binding when this
 // replica becomes leader.
-func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer) (*guard.Records, error) {
+func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, clk clock.PassiveClock) (*guard.Records, error) {
 	log := mgr.GetLogger().WithName("eviction-guard")
 	g := cfg.EvictionGuard
 	if !g.Enabled {
@@ -36,7 +37,7 @@ func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Re
 	if err != nil {
 		return nil, fmt.Errorf("host client for the eviction guard: %w", err)
 	}
-	records := &guard.Records{Client: host, Namespace: cfg.Namespace}
+	records := &guard.Records{Client: host, Namespace: cfg.Namespace, Clock: clk}
 	// A leaf's taints change by a user's hand; a failed write is retried
 	// on the leaf's next update (its status is written every few seconds).
 	userTaints := func(obj any) {

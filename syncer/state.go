@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -48,7 +49,7 @@ type state struct {
 // one writer, on the leader only) and its readiness detail to the manager.
 // The Persister's hooks go into the clusters controller (restoreHook,
 // persister.Observed) and its registry (registerDeregistration).
-func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet) (*state, error) {
+func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet, clk clock.WithTicker) (*state, error) {
 	log := mgr.GetLogger().WithName("store")
 	s, err := OpenStore(mgr.GetConfig(), cfg)
 	if err != nil {
@@ -64,6 +65,7 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet)
 	keeper := store.NewKeeper(s, log, store.KeeperOptions{
 		Writer:      writer,
 		CallTimeout: cfg.Store.CallTimeout.Duration,
+		Clock:       clk,
 		OnCall: func(ev store.CallEvent) {
 			if ev.Op == "put" || ev.Op == "delete" {
 				metrics.StoreWriteDurationVec.WithLabelValues(backend).Observe(ev.Duration.Seconds())
@@ -77,6 +79,7 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet)
 	st.persister = enginestate.New(fleet, keeper, enginestate.Options{
 		CheckpointInterval: cfg.Store.CheckpointInterval.Duration,
 		RestoreTimeout:     cfg.Store.RestoreTimeout.Duration,
+		Clock:              clk,
 		Logger:             log,
 		Recorder:           mgr.GetEventRecorder("leafsync"),
 		Regarding:          st.registration,

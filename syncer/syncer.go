@@ -70,7 +70,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 		userAgent = member.DefaultUserAgent
 	}
 	// State that must survive restarts (docs/state-store.md).
-	state, err := setupState(mgr, cfg, fleet)
+	state, err := setupState(mgr, cfg, fleet, o.clock)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry(), leafNodes)
+	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry(), leafNodes, o.clock)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // fieldManager owns the readiness records' fields (server-side apply).
@@ -26,6 +27,8 @@ func RecordName(cluster string) string { return "leafsync-guard-" + cluster }
 type Records struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// Clock times the refresh of unchanged records (nil: the real clock).
+	Clock clock.PassiveClock
 
 	mu      sync.Mutex
 	written map[string]record
@@ -42,6 +45,13 @@ type record struct {
 // deleted by hand comes back.
 const refreshEvery = 5 * time.Minute
 
+func (r *Records) clock() clock.PassiveClock {
+	if r.Clock != nil {
+		return r.Clock
+	}
+	return clock.RealClock{}
+}
+
 // Set records that cluster's leaf is in state since a time. The leaves
 // controller calls it before it writes the leaf, so the record says
 // NotReady before KCM can see the leaf NotReady and start evicting.
@@ -49,7 +59,7 @@ func (r *Records) Set(ctx context.Context, cluster, leaf, state string, since ti
 	r.mu.Lock()
 	last, ok := r.written[cluster]
 	r.mu.Unlock()
-	if ok && !last.at.IsZero() && last.leaf == leaf && last.state == state && time.Since(last.at) < refreshEvery {
+	if ok && !last.at.IsZero() && last.leaf == leaf && last.state == state && r.clock().Since(last.at) < refreshEvery {
 		return nil
 	}
 	rec := record{leaf: leaf, state: state, since: since}
@@ -106,7 +116,7 @@ func (r *Records) write(ctx context.Context, cluster string, rec record) error {
 	if _, err := r.Client.CoreV1().ConfigMaps(r.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 		return fmt.Errorf("writing eviction-guard record %s/%s: %w", r.Namespace, RecordName(cluster), err)
 	}
-	rec.at = time.Now()
+	rec.at = r.clock().Now()
 	r.mu.Lock()
 	if r.written == nil {
 		r.written = map[string]record{}
