@@ -102,5 +102,30 @@ lint: staticcheck ## gofmt, go vet and staticcheck (also over the e2e build tag 
 demo: tools build vk-baseline ## a host, three members, a 30s flap on leafsync and on virtual-kubelet, a 90s outage, narrated; Ctrl-C tears down
 	$(GO) build -o $(BIN)/demo ./test/demo && exec $(BIN)/demo
 
+# The upstream Kubernetes [Conformance] specs a node answers for, run
+# through a leaf (#29, docs/conformance/README.md). test/conformance/build.sh
+# builds e2e.test at the pinned release (its own module,
+# test/conformance/suite) and the test images; the run (build tag
+# conformance, as root: a real kubelet node) is serial. The full run is its
+# own target, not part of make test.
+CONFORMANCE_FOCUS ?=
+CONFORMANCE_REPORT ?= $(CURDIR)/docs/conformance/report
+.PHONY: conformance conformance-smoke conformance-build conformance-packages
+
+conformance-packages: ## Debian's busybox-static, the userland of the conformance run's test images
+	@test -x /bin/busybox || { echo "installing Debian's busybox-static"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >/dev/null; }
+
+conformance-build: tools conformance-packages ## bin/e2e.test (Kubernetes' suite, pinned) and the test images in bin/conformance-images
+	test/conformance/build.sh
+
+conformance: build node-packages conformance-build ## the in-scope upstream [Conformance] specs through a leaf, serially (1-2 h); report in docs/conformance/report (CONFORMANCE_FOCUS narrows)
+	LEAFSYNC_BINARY=$(BIN)/leafsync CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CONFORMANCE_REPORT=$(CONFORMANCE_REPORT) \
+	  $(GO) test -tags conformance -count=1 -timeout 6h -run '^TestConformance$$' -v ./test/conformance/
+
+conformance-smoke: build node-packages conformance-build ## five conformance specs through a leaf (an exec, a volume update); report in _output/conformance-smoke
+	LEAFSYNC_BINARY=$(BIN)/leafsync CONFORMANCE_SMOKE=1 CONFORMANCE_REPORT=$(CURDIR)/_output/conformance-smoke \
+	  $(GO) test -tags conformance -count=1 -timeout 30m -run '^TestConformance$$' -v ./test/conformance/
+
 clean: ## remove build output (keeps bin/ tools)
 	rm -rf $(BIN)/leafsync _output
