@@ -37,9 +37,9 @@ type BreakerSettings struct {
 	HalfOpenRequests uint32
 }
 
-// DefaultBreakerSettings open after 5 consecutive failures, for 5s, with one
+// defaultBreakerSettings open after 5 consecutive failures, for 5s, with one
 // trial call.
-func DefaultBreakerSettings() BreakerSettings {
+func defaultBreakerSettings() BreakerSettings {
 	return BreakerSettings{ConsecutiveFailures: 5, OpenTimeout: 5 * time.Second, HalfOpenRequests: 1}
 }
 
@@ -114,13 +114,13 @@ type Breaker struct {
 	lastErr   string
 }
 
-// NewBreaker makes a breaker for one member. onChange (may be nil) is called
+// newBreaker makes a breaker for one member. onChange (may be nil) is called
 // on every state change, synchronously: it must not block or call the
 // breaker.
-func NewBreaker(cluster string, s BreakerSettings, log logr.Logger, onChange func(cluster string, from, to BreakerState)) *Breaker {
+func newBreaker(cluster string, s BreakerSettings, log logr.Logger, onChange func(cluster string, from, to BreakerState)) *Breaker {
 	b := &Breaker{cluster: cluster, log: log, onChange: onChange}
 	if s.ConsecutiveFailures == 0 {
-		s.ConsecutiveFailures = DefaultBreakerSettings().ConsecutiveFailures
+		s.ConsecutiveFailures = defaultBreakerSettings().ConsecutiveFailures
 	}
 	threshold := s.ConsecutiveFailures
 	b.settings = gobreaker.Settings{

@@ -89,7 +89,7 @@ func (e *netOpError) Temporary() bool { return false }
 func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	next := &scripted{}
 	var ch changes
-	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: time.Hour}, logr.Discard(), ch.record)
+	b := newBreaker("east", BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: time.Hour}, logr.Discard(), ch.record)
 	rt := b.Wrap(next)
 
 	// Failures interrupted by a success do not open it.
@@ -166,7 +166,7 @@ func TestBreakerCountsOnlyNetworkAndServerFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			next := &scripted{}
 			next.set(tc.code, tc.err)
-			b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}, logr.Discard(), nil)
+			b := newBreaker("east", BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}, logr.Discard(), nil)
 			rt := b.Wrap(next)
 			for i := 0; i < 5; i++ {
 				_ = get(t, rt)
@@ -181,7 +181,7 @@ func TestBreakerCountsOnlyNetworkAndServerFailures(t *testing.T) {
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	next := &scripted{}
 	next.set(0, context.Canceled)
-	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, logr.Discard(), nil)
+	b := newBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, logr.Discard(), nil)
 	rt := b.Wrap(next)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -195,7 +195,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 func TestBreakerHalfOpenTrial(t *testing.T) {
 	next := &scripted{}
 	var ch changes
-	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenRequests: 1}, logr.Discard(), ch.record)
+	b := newBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenRequests: 1}, logr.Discard(), ch.record)
 	rt := b.Wrap(next)
 
 	next.set(503, nil)
@@ -263,7 +263,7 @@ func TestBreakerHalfOpenTrial(t *testing.T) {
 func TestBreakerClosedByHealthCheck(t *testing.T) {
 	next := &scripted{}
 	var ch changes
-	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, logr.Discard(), ch.record)
+	b := newBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, logr.Discard(), ch.record)
 	rt := b.Wrap(next)
 	next.set(0, errRefused)
 	_ = get(t, rt)
@@ -292,7 +292,7 @@ func TestBreakerClosedByHealthCheck(t *testing.T) {
 func TestBreakerStaleCallAfterHealthCheck(t *testing.T) {
 	next := &scripted{}
 	var ch changes
-	b := NewBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Millisecond, HalfOpenRequests: 1}, logr.Discard(), ch.record)
+	b := newBreaker("east", BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Millisecond, HalfOpenRequests: 1}, logr.Discard(), ch.record)
 	rt := b.Wrap(next)
 	next.set(0, errRefused)
 	_ = get(t, rt)

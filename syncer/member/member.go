@@ -76,10 +76,10 @@ type Options struct {
 
 // Defaults of Options fields left zero.
 const (
-	DefaultTimeout      = 30 * time.Second
-	DefaultQPS          = 20
-	DefaultBurst        = 40
-	DefaultProbeTimeout = 3 * time.Second
+	defaultTimeout      = 30 * time.Second
+	defaultQPS          = 20
+	defaultBurst        = 40
+	defaultProbeTimeout = 3 * time.Second
 	DefaultUserAgent    = "leafsync"
 	dialTimeout         = 10 * time.Second
 )
@@ -112,26 +112,26 @@ func New(o Options) (*Runtime, error) {
 		return nil, errors.New("member: Cluster and RESTConfig are required")
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+		o.Timeout = defaultTimeout
 	}
 	if o.QPS <= 0 {
-		o.QPS = DefaultQPS
+		o.QPS = defaultQPS
 	}
 	if o.Burst <= 0 {
-		o.Burst = DefaultBurst
+		o.Burst = defaultBurst
 	}
 	if o.ProbeTimeout <= 0 {
-		o.ProbeTimeout = DefaultProbeTimeout
+		o.ProbeTimeout = defaultProbeTimeout
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent
 	}
 	if o.Breaker == (BreakerSettings{}) {
-		o.Breaker = DefaultBreakerSettings()
+		o.Breaker = defaultBreakerSettings()
 	}
 	log := o.Logger.WithValues("cluster", o.Cluster)
 	r := &Runtime{cluster: o.Cluster, log: log, done: make(chan struct{})}
-	r.breaker = NewBreaker(o.Cluster, o.Breaker, log, o.OnBreakerChange)
+	r.breaker = newBreaker(o.Cluster, o.Breaker, log, o.OnBreakerChange)
 
 	cfg := rest.CopyConfig(o.RESTConfig)
 	cfg.UserAgent = o.UserAgent + " (cluster " + o.Cluster + ")"
@@ -184,7 +184,7 @@ func New(o Options) (*Runtime, error) {
 		return nil, fmt.Errorf("member %q: building informer client: %w", o.Cluster, err)
 	}
 	r.factory = informers.NewSharedInformerFactoryWithOptions(watchClient, o.Resync,
-		informers.WithTransform(Transform(o.IsSyncedPod)))
+		informers.WithTransform(transform(o.IsSyncedPod)))
 	r.nodes = r.factory.Core().V1().Nodes()
 	r.pods = r.factory.Core().V1().Pods()
 	// Instantiate both informers now so Start starts them.
@@ -283,11 +283,11 @@ func (r *Runtime) Client() kubernetes.Interface { return r.kube }
 func (r *Runtime) RESTConfig() *rest.Config { return rest.CopyConfig(r.config) }
 
 // Nodes returns the member's Node informer (objects are transformed: see
-// Transform).
+// transform).
 func (r *Runtime) Nodes() coreinformers.NodeInformer { return r.nodes }
 
 // Pods returns the member's Pod informer (objects are transformed: see
-// Transform).
+// transform).
 func (r *Runtime) Pods() coreinformers.PodInformer { return r.pods }
 
 // NodeLister lists the member's Nodes from the cache.

@@ -69,7 +69,7 @@ func testPod(name string, synced bool) corev1.Pod {
 }
 
 func TestTransform(t *testing.T) {
-	tr := Transform(nil)
+	tr := transform(nil)
 	n := testNode("n1")
 	if _, err := tr(&n); err != nil {
 		t.Fatal(err)

@@ -28,21 +28,21 @@ type RetryOptions struct {
 	Notify func(err error, delay time.Duration)
 }
 
-// DefaultRetryOptions: 200ms doubling to at most 10s, jittered by ±50%, for
+// defaultRetryOptions: 200ms doubling to at most 10s, jittered by ±50%, for
 // at most 2 minutes.
-func DefaultRetryOptions() RetryOptions {
+func defaultRetryOptions() RetryOptions {
 	return RetryOptions{InitialInterval: 200 * time.Millisecond, MaxInterval: 10 * time.Second, MaxElapsedTime: 2 * time.Minute}
 }
 
 // Retry calls op until it succeeds, fails permanently, the bounds are
 // reached or ctx ends. Delays grow exponentially with jitter. Errors that
-// retrying cannot fix (see IsRetryable) end it at once; the error returned
+// retrying cannot fix (see isRetryable) end it at once; the error returned
 // is op's last error (wrapped with the context's error if ctx ended).
 //
 // Use it for member writes: creating or deleting a pod in a member, etc.
 // Reads need no helper: informers retry on their own.
 func Retry(ctx context.Context, opts RetryOptions, op func(ctx context.Context) error) error {
-	def := DefaultRetryOptions()
+	def := defaultRetryOptions()
 	if opts.InitialInterval <= 0 {
 		opts.InitialInterval = def.InitialInterval
 	}
@@ -70,7 +70,7 @@ func Retry(ctx context.Context, opts RetryOptions, op func(ctx context.Context) 
 			return nil
 		}
 		last = err
-		if !IsRetryable(err) {
+		if !isRetryable(err) {
 			return backoff.Permanent(err)
 		}
 		return err
@@ -82,7 +82,7 @@ func Retry(ctx context.Context, opts RetryOptions, op func(ctx context.Context) 
 	return err
 }
 
-// IsRetryable reports whether retrying a member call at once may help:
+// isRetryable reports whether retrying a member call at once may help:
 // network errors and timeouts, an open breaker, 502/503/504, 429 (too many
 // requests) and 409 (conflict: the caller re-reads and tries again) are
 // retryable; a 500 (the member's own answer, e.g. its admission webhook
@@ -90,7 +90,7 @@ func Retry(ctx context.Context, opts RetryOptions, op func(ctx context.Context) 
 // …), TLS and configuration errors, and a cancelled context are not: the
 // caller's queue retries those with its backoff. (Retry itself stops when
 // its own context ends.)
-func IsRetryable(err error) bool {
+func isRetryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}

@@ -43,8 +43,8 @@ func TestIsRetryable(t *testing.T) {
 		{"deadline", context.DeadlineExceeded, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsRetryable(tc.err); got != tc.want {
-				t.Errorf("IsRetryable(%v) = %v, want %v", tc.err, got, tc.want)
+			if got := isRetryable(tc.err); got != tc.want {
+				t.Errorf("isRetryable(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}

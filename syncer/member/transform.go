@@ -28,7 +28,7 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 	return false
 }
 
-// Transform returns the informer transform of a member: it strips what
+// transform returns the informer transform of a member: it strips what
 // leafsync does not need before objects enter the cache, so that memory per
 // member stays small.
 //
@@ -43,7 +43,7 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 //     that request the same); the rest is dropped: about half the memory a
 //     pod with only its containers' resources took, and no requests
 //     arithmetic at every leaf recompute.
-func Transform(isSynced func(*corev1.Pod) bool) cache.TransformFunc {
+func transform(isSynced func(*corev1.Pod) bool) cache.TransformFunc {
 	if isSynced == nil {
 		isSynced = IsLeafsyncPod
 	}
