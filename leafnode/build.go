@@ -24,10 +24,10 @@ const (
 	// TaintUnreachable cordons a leaf while the engine says Cordoned: new
 	// pods stay away, running ones are untouched.
 	TaintUnreachable = "leafsync.io/unreachable"
-	// FieldManager is leafsync's name in managedFields and patches.
-	FieldManager = "leafsync"
-	// ContainerRuntime is what leaves report as their container runtime.
-	ContainerRuntime = "leafsync://member-cluster"
+	// fieldManager is leafsync's name in managedFields and patches.
+	fieldManager = "leafsync"
+	// containerRuntime is what leaves report as their container runtime.
+	containerRuntime = "leafsync://member-cluster"
 )
 
 // Condition reasons on a leaf's Ready condition.
@@ -36,8 +36,8 @@ const (
 	ReasonMemberSuspect     = "MemberUnreachableTolerated"
 	ReasonMemberUnreachable = "MemberUnreachable"
 	ReasonMemberRecovering  = "MemberRecovering"
-	ReasonMemberPressure    = "MemberUnderPressure"
-	ReasonNoPressure        = "MemberHasNoPressure"
+	reasonMemberPressure    = "MemberUnderPressure"
+	reasonNoPressure        = "MemberHasNoPressure"
 )
 
 // Options shape every leaf.
@@ -87,8 +87,8 @@ type Desired struct {
 	Ready bool
 }
 
-// OwnedTaintKeys are the taint keys leafsync adds and removes.
-var OwnedTaintKeys = []string{TaintLeaf, TaintUnreachable}
+// ownedTaintKeys are the taint keys leafsync adds and removes.
+var ownedTaintKeys = []string{TaintLeaf, TaintUnreachable}
 
 // Compute derives a leaf's desired state. It is pure: same input, same output.
 func Compute(in Input) Desired {
@@ -235,7 +235,7 @@ func uniformLabel(nodes []*corev1.Node, key string) (string, bool) {
 // nodeInfo reports the lowest kubelet version among member nodes, and OS
 // and architecture when they are uniform.
 func nodeInfo(nodes []*corev1.Node) corev1.NodeSystemInfo {
-	info := corev1.NodeSystemInfo{ContainerRuntimeVersion: ContainerRuntime}
+	info := corev1.NodeSystemInfo{ContainerRuntimeVersion: containerRuntime}
 	var lowest *utilversion.Version
 	for i, n := range nodes {
 		ni := n.Status.NodeInfo
@@ -311,10 +311,10 @@ func pressureConditions(nodes []*corev1.Node) []corev1.NodeCondition {
 				break
 			}
 		}
-		c := corev1.NodeCondition{Type: typ, Status: corev1.ConditionFalse, Reason: ReasonNoPressure,
+		c := corev1.NodeCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reasonNoPressure,
 			Message: fmt.Sprintf("not every member node reports %s", typ)}
 		if all {
-			c.Status, c.Reason, c.Message = corev1.ConditionTrue, ReasonMemberPressure, fmt.Sprintf("every member node reports %s", typ)
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, reasonMemberPressure, fmt.Sprintf("every member node reports %s", typ)
 		}
 		out = append(out, c)
 	}

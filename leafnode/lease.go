@@ -138,7 +138,7 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
 	if h.Owned != nil && !h.Owned() {
-		return fmt.Errorf("%w: the Node %s is not in the cache of the cluster's leaves", ErrNotOwned, h.Name)
+		return fmt.Errorf("%w: the Node %s is not in the cache of the cluster's leaves", errNotOwned, h.Name)
 	}
 	if h.Owned == nil {
 		node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
@@ -180,7 +180,7 @@ func (h *Heartbeat) apply(ctx context.Context, now metav1.MicroTime) error {
 			WithHolderIdentity(h.Name).
 			WithLeaseDurationSeconds(int32(h.Duration / time.Second)).
 			WithRenewTime(now))
-	_, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Apply(ctx, lease, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	_, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Apply(ctx, lease, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	return err
 }
 
@@ -212,7 +212,7 @@ func (h *Heartbeat) create(ctx context.Context, now metav1.MicroTime) error {
 			RenewTime:            &now,
 		},
 	}
-	created, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager})
+	created, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return err
 	}

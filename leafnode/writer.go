@@ -34,7 +34,7 @@ type Writer struct {
 	Client kubernetes.Interface
 	// Cluster is the member the leaf stands for: a Node of the leaf's name
 	// without label leafsync.io/cluster=<Cluster> is not written or
-	// deleted (ErrNotOwned).
+	// deleted (errNotOwned).
 	Cluster string
 	// Nodes reads the leaf from an informer cache (nil: a GET per Sync).
 	// A stale read costs at most a conflict and a re-read.
@@ -143,7 +143,7 @@ func (w *Writer) create(ctx context.Context, d Desired) (*corev1.Node, error) {
 		Spec:       corev1.NodeSpec{Taints: d.Taints},
 	}
 	w.Writes++
-	created, err := w.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: FieldManager})
+	created, err := w.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
 	}
@@ -183,7 +183,7 @@ func (w *Writer) syncMeta(ctx context.Context, node *corev1.Node, d Desired) err
 		}
 		upd.Spec.Taints = mergeTaints(cur.Spec.Taints, d.Taints)
 		w.Writes++
-		_, err := w.Client.CoreV1().Nodes().Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err := w.Client.CoreV1().Nodes().Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
 		return err
 	})
 }
@@ -198,7 +198,7 @@ func metaMatches(node *corev1.Node, d Desired) bool {
 }
 
 func isOwnedTaint(key string) bool {
-	for _, k := range OwnedTaintKeys {
+	for _, k := range ownedTaintKeys {
 		if k == key {
 			return true
 		}
@@ -307,7 +307,7 @@ func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, 
 	}
 	w.Writes++
 	_, err = w.Client.CoreV1().Nodes().Patch(ctx, w.Name, types.StrategicMergePatchType, data,
-		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		metav1.PatchOptions{FieldManager: fieldManager}, "status")
 	if err != nil {
 		return fmt.Errorf("patching status of leaf node %s: %w", w.Name, err)
 	}
@@ -355,9 +355,9 @@ func (w *Writer) Delete(ctx context.Context) error {
 	return nil
 }
 
-// ErrNotOwned: the Node of a leaf's name is not leafsync's leaf of that
+// errNotOwned: the Node of a leaf's name is not leafsync's leaf of that
 // cluster; leafsync does not write, renew or delete it.
-var ErrNotOwned = errors.New("not leafsync's leaf")
+var errNotOwned = errors.New("not leafsync's leaf")
 
 // Owns reports whether node is leafsync's leaf of cluster: it carries the
 // label leafsync.io/cluster=<cluster> (set when leafsync creates a leaf).
@@ -366,5 +366,5 @@ func Owns(node *corev1.Node, cluster string) bool {
 }
 
 func notOwned(node *corev1.Node, cluster string) error {
-	return fmt.Errorf("%w: Node %s exists without label %s=%s; leafsync leaves it alone", ErrNotOwned, node.Name, LabelCluster, cluster)
+	return fmt.Errorf("%w: Node %s exists without label %s=%s; leafsync leaves it alone", errNotOwned, node.Name, LabelCluster, cluster)
 }

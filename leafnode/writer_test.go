@@ -169,12 +169,12 @@ func TestWriterNeverTouchesAForeignNode(t *testing.T) {
 	client := fake.NewClientset(worker, lease)
 	w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute}
 	err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Suspect, Cordoned: true, Reason: hysteresis.ReasonNetworkFailure}))
-	if !errors.Is(err, ErrNotOwned) {
-		t.Fatalf("Sync on a foreign Node: %v, want ErrNotOwned", err)
+	if !errors.Is(err, errNotOwned) {
+		t.Fatalf("Sync on a foreign Node: %v, want errNotOwned", err)
 	}
 	hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Duration: 40 * time.Second, Timeout: time.Second}
-	if err := hb.Renew(ctx); !errors.Is(err, ErrNotOwned) {
-		t.Fatalf("Renew of a foreign Node's Lease: %v, want ErrNotOwned", err)
+	if err := hb.Renew(ctx); !errors.Is(err, errNotOwned) {
+		t.Fatalf("Renew of a foreign Node's Lease: %v, want errNotOwned", err)
 	}
 	if err := w.Delete(ctx); err != nil {
 		t.Fatalf("Delete: %v", err)

@@ -52,7 +52,7 @@ func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *
 	leaf := spec.LeafName
 	var list corev1.SecretList
 	if err := c.client.List(ctx, &list, client.InNamespace(c.opts.Namespace), client.HasLabels{registration.LabelCluster}); err != nil {
-		return PhaseRefused, &registration.Error{Reason: ReasonDuplicateLeafName, Message: fmt.Sprintf("cannot list registrations: %v", err)}
+		return phaseRefused, &registration.Error{Reason: reasonDuplicateLeafName, Message: fmt.Sprintf("cannot list registrations: %v", err)}
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -60,7 +60,7 @@ func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *
 		if other == spec.Cluster || !o.DeletionTimestamp.IsZero() || leafNameOf(o, other) != leaf || !olderThan(o, s) {
 			continue
 		}
-		return PhaseDuplicate, &registration.Error{Reason: ReasonDuplicateLeafName, Message: fmt.Sprintf(
+		return PhaseDuplicate, &registration.Error{Reason: reasonDuplicateLeafName, Message: fmt.Sprintf(
 			"Secret %s, created earlier, registers cluster %q with the same leaf name %s, so this Secret is ignored; give one of them another %s",
 			client.ObjectKeyFromObject(o), other, leaf, registration.AnnotationLeafName)}
 	}
@@ -71,19 +71,19 @@ func (c *Controller) checkLeafName(ctx context.Context, s *corev1.Secret, spec *
 		if o := node.Labels[registration.LabelCluster]; o != "" {
 			owner = fmt.Sprintf("it is the leaf of cluster %q", o)
 		}
-		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf(
+		return phaseRefused, &registration.Error{Reason: reasonLeafNameTaken, Message: fmt.Sprintf(
 			"Node %s exists and %s: leafsync never writes, renews or deletes a Node it does not own; choose another %s",
 			leaf, owner, registration.AnnotationLeafName)}
 	case err != nil && !apierrors.IsNotFound(err):
-		return PhaseRefused, &registration.Error{Reason: ReasonLeafNameTaken, Message: fmt.Sprintf("cannot check that Node %s is free: %v", leaf, err)}
+		return phaseRefused, &registration.Error{Reason: reasonLeafNameTaken, Message: fmt.Sprintf("cannot check that Node %s is free: %v", leaf, err)}
 	}
 	if m, ok := c.reg.Member(spec.Cluster); ok && m.Spec.LeafName != leaf {
 		var pods corev1.PodList
 		if err := reader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": m.Spec.LeafName}); err != nil {
-			return PhaseRefused, &registration.Error{Reason: ReasonLeafRenameWithPods, Message: fmt.Sprintf("cannot list the pods of leaf %s: %v", m.Spec.LeafName, err)}
+			return phaseRefused, &registration.Error{Reason: reasonLeafRenameWithPods, Message: fmt.Sprintf("cannot list the pods of leaf %s: %v", m.Spec.LeafName, err)}
 		}
 		if n := len(pods.Items); n > 0 {
-			return PhaseRefused, &registration.Error{Reason: ReasonLeafRenameWithPods, Message: fmt.Sprintf(
+			return phaseRefused, &registration.Error{Reason: reasonLeafRenameWithPods, Message: fmt.Sprintf(
 				"the leaf is not renamed from %s to %s while %d pod(s) are bound to it (they would be stranded); the member keeps leaf %s until they are gone",
 				m.Spec.LeafName, leaf, n, m.Spec.LeafName)}
 		}

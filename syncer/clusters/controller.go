@@ -169,7 +169,7 @@ func New(c client.Client, o Options) (*Controller, error) {
 			if host := reg.HostIdentity(); host != "" {
 				if err := releaseClaim(ctx, rt.Client(), cluster, host); err != nil {
 					log.Info("could not remove this host's claim in the deregistered member; delete it there by hand to register the member from another host",
-						"cluster", cluster, "claim", ClaimNamespace+"/"+claimName(cluster), "error", err.Error())
+						"cluster", cluster, "claim", claimNamespace+"/"+claimName(cluster), "error", err.Error())
 				}
 			}
 		},

@@ -267,11 +267,11 @@ func TestRegisterConnectDeregister(t *testing.T) {
 		t.Fatal("caches did not sync")
 	}
 	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
-	if ev, ok := e.rec.find(ReasonConnected, "east"); !ok || !strings.HasPrefix(ev, "Normal") {
+	if ev, ok := e.rec.find(reasonConnected, "east"); !ok || !strings.HasPrefix(ev, "Normal") {
 		t.Errorf("no Normal MemberConnected event: %v", e.rec.events)
 	}
 	st, ok := e.ctl.Registry().Status("east")
-	if !ok || st.Phase != PhaseConnected || !st.Synced || !st.LastProbe.OK || st.LeafName != "edge-east" {
+	if !ok || st.Phase != phaseConnected || !st.Synced || !st.LastProbe.OK || st.LeafName != "edge-east" {
 		t.Errorf("status = %+v", st)
 	}
 	if hs, ok := e.ctl.Registry().Hysteresis("east"); !ok || hs.State != hysteresis.Ready {
@@ -291,7 +291,7 @@ func TestRegisterConnectDeregister(t *testing.T) {
 	if e.get("east") == nil {
 		t.Fatal("Secret gone before cleanup succeeded")
 	}
-	if _, ok := e.rec.find(ReasonCleanupFailed, "east"); !ok {
+	if _, ok := e.rec.find(reasonCleanupFailed, "east"); !ok {
 		t.Errorf("no CleanupFailed event: %v", e.rec.events)
 	}
 	if _, ok := e.ctl.Registry().Member("east"); ok {
@@ -376,7 +376,7 @@ func TestRefusedSecrets(t *testing.T) {
 	e.create("good", "good", e.srv.Kubeconfig("token"), map[string]string{"leafsync.io/typo": "x"}, 0)
 	e.mustReconcile("good")
 	e.eventually("good", "Connected", func() bool { return e.phase("good") == "Connected/MemberConnected" })
-	if _, ok := e.rec.find(ReasonUnknownAnnotation, "good"); !ok {
+	if _, ok := e.rec.find(reasonUnknownAnnotation, "good"); !ok {
 		t.Error("no UnknownAnnotation warning")
 	}
 	// Events are not repeated when nothing changed.
@@ -397,10 +397,10 @@ func TestDuplicateClusterOlderWins(t *testing.T) {
 	e.create("old", "east", e.srv.Kubeconfig("token"), nil, time.Hour)
 	e.mustReconcile("new")
 	e.mustReconcile("old")
-	if got := e.phase("new"); got != "Duplicate/"+ReasonDuplicateCluster {
+	if got := e.phase("new"); got != "Duplicate/"+reasonDuplicateCluster {
 		t.Errorf("new: %q", got)
 	}
-	if ev, ok := e.rec.find(ReasonDuplicateCluster, "new"); !ok || !strings.Contains(ev, "old") {
+	if ev, ok := e.rec.find(reasonDuplicateCluster, "new"); !ok || !strings.Contains(ev, "old") {
 		t.Errorf("duplicate event %q does not name the winner", ev)
 	}
 	if controllerutil.ContainsFinalizer(e.get("new"), registration.Finalizer) {
@@ -437,8 +437,8 @@ func TestCredentialRotationKeepsHysteresisState(t *testing.T) {
 
 	// The member revokes the token: probes fail with 401.
 	e.srv.SetToken("rotated")
-	e.eventually("east", "Unauthorized", func() bool { return e.phase("east") == "Unauthorized/"+ReasonUnauthorized })
-	if ev, ok := e.rec.find(ReasonUnauthorized, "east"); !ok || !strings.HasPrefix(ev, "Warning") || !strings.Contains(ev, "register --create-service-account") {
+	e.eventually("east", "Unauthorized", func() bool { return e.phase("east") == "Unauthorized/"+reasonUnauthorized })
+	if ev, ok := e.rec.find(reasonUnauthorized, "east"); !ok || !strings.HasPrefix(ev, "Warning") || !strings.Contains(ev, "register --create-service-account") {
 		t.Errorf("unauthorized event = %q", ev)
 	}
 	hs, _ := e.eng.Status("east")
@@ -498,7 +498,7 @@ func TestUnreachableMember(t *testing.T) {
 	e.mustReconcile("east")
 	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
 	e.srv.SetReady(http.StatusServiceUnavailable)
-	e.eventually("east", "server error", func() bool { return e.phase("east") == "Unreachable/"+ReasonServerError })
+	e.eventually("east", "server error", func() bool { return e.phase("east") == "Unreachable/"+reasonServerError })
 	hs, _ := e.eng.Status("east")
 	if hs.State != hysteresis.Suspect {
 		t.Errorf("state %s after a short outage, want Suspect", hs.State)
@@ -631,10 +631,10 @@ func TestLeafNameOfAForeignNodeIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.phase("east"); got != "Refused/"+ReasonLeafNameTaken {
+	if got := e.phase("east"); got != "Refused/"+reasonLeafNameTaken {
 		t.Fatalf("phase %q", got)
 	}
-	if ev, ok := e.rec.find(ReasonLeafNameTaken, "east"); !ok || !strings.Contains(ev, "worker-1") {
+	if ev, ok := e.rec.find(reasonLeafNameTaken, "east"); !ok || !strings.Contains(ev, "worker-1") {
 		t.Errorf("event %q does not name the Node", ev)
 	}
 	if res.RequeueAfter == 0 {
@@ -671,10 +671,10 @@ func TestDuplicateLeafNameOlderWins(t *testing.T) {
 	}
 	e.mustReconcile("second")
 	e.mustReconcile("first")
-	if got := e.phase("second"); got != "Duplicate/"+ReasonDuplicateLeafName {
+	if got := e.phase("second"); got != "Duplicate/"+reasonDuplicateLeafName {
 		t.Errorf("second: %q", got)
 	}
-	if ev, ok := e.rec.find(ReasonDuplicateLeafName, "second"); !ok || !strings.Contains(ev, "first") {
+	if ev, ok := e.rec.find(reasonDuplicateLeafName, "second"); !ok || !strings.Contains(ev, "first") {
 		t.Errorf("event %q does not name the owner", ev)
 	}
 	if _, ok := e.ctl.Registry().Member("west"); ok {
@@ -711,7 +711,7 @@ func TestLeafRenameRefusedWhilePodsRemain(t *testing.T) {
 	if m, ok := e.ctl.Registry().Member("east"); !ok || m.Spec.LeafName != "leaf-a" {
 		t.Fatalf("member %+v: the rename was applied with a pod on the old leaf", m.Spec)
 	}
-	if got := e.phase("east"); !strings.HasSuffix(got, "/"+ReasonLeafRenameWithPods) {
+	if got := e.phase("east"); !strings.HasSuffix(got, "/"+reasonLeafRenameWithPods) {
 		t.Errorf("phase %q", got)
 	}
 	if err := e.c.Delete(e.ctx, pod); err != nil {

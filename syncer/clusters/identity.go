@@ -68,7 +68,7 @@ func (c *Controller) verify(ctx context.Context, spec *registration.Spec, rt *me
 	}
 	recorded := s.Annotations[registration.AnnotationMemberIdentity]
 	if recorded != "" && recorded != id {
-		return verdict{refusal: &registration.Error{Reason: ReasonMemberIdentityChanged, Message: fmt.Sprintf(
+		return verdict{refusal: &registration.Error{Reason: reasonMemberIdentityChanged, Message: fmt.Sprintf(
 			"the kubeconfig reaches cluster %s (UID of its kube-system namespace), but this registration's member is %s (annotation %s, recorded at first contact), "+
 				"so leafsync touches nothing in either cluster. If the kubeconfig is wrong, put the right one back; if the member really is another cluster now "+
 				"(rebuilt), confirm it by removing the annotation: kubectl -n %s annotate secret %s %s-",
@@ -80,11 +80,11 @@ func (c *Controller) verify(ctx context.Context, spec *registration.Spec, rt *me
 			"; leafsync needs create on namespaces and configmaps in the member for its claim"}}
 	}
 	if other != "" {
-		return verdict{refusal: &registration.Error{Reason: ReasonMemberClaimed, Message: fmt.Sprintf(
+		return verdict{refusal: &registration.Error{Reason: reasonMemberClaimed, Message: fmt.Sprintf(
 			"member cluster %s is already registered as cluster %q by another host (host identity %s; claim ConfigMap %s/%s in the member), "+
 				"so this host touches nothing there: two hosts syncing pods of one member under one name would take each other's pods. "+
 				"Register the member under another cluster name, or, if that host no longer uses the member, delete the claim in the member",
-			id, spec.Cluster, other, ClaimNamespace, claimName(spec.Cluster))}}
+			id, spec.Cluster, other, claimNamespace, claimName(spec.Cluster))}}
 	}
 	if recorded == "" {
 		orig := s.DeepCopy()

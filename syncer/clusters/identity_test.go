@@ -26,8 +26,8 @@ func TestMemberIdentityPinned(t *testing.T) {
 	if got := e.get("east").Annotations[registration.AnnotationMemberIdentity]; got != "uid-a" {
 		t.Fatalf("recorded identity = %q, want uid-a", got)
 	}
-	cm := e.srv.ConfigMap(ClaimNamespace, claimName("east"))
-	if cm == nil || cm.Data[ClaimKeyHost] != testHost || cm.Data[ClaimKeyCluster] != "east" {
+	cm := e.srv.ConfigMap(claimNamespace, claimName("east"))
+	if cm == nil || cm.Data[claimKeyHost] != testHost || cm.Data[claimKeyCluster] != "east" {
 		t.Fatalf("claim = %+v", cm)
 	}
 	first, _ := e.ctl.Registry().Member("east")
@@ -37,8 +37,8 @@ func TestMemberIdentityPinned(t *testing.T) {
 	other.SetIdentity("uid-b")
 	e.update("east", func(s *corev1.Secret) { s.Data[registration.KeyKubeconfig] = other.Kubeconfig("token") })
 	e.mustReconcile("east")
-	e.eventually("east", "refused", func() bool { return e.phase("east") == "Connected/"+ReasonMemberIdentityChanged })
-	ev, ok := e.rec.find(ReasonMemberIdentityChanged, "east")
+	e.eventually("east", "refused", func() bool { return e.phase("east") == "Connected/"+reasonMemberIdentityChanged })
+	ev, ok := e.rec.find(reasonMemberIdentityChanged, "east")
 	if !ok || !strings.HasPrefix(ev, "Warning") || !strings.Contains(ev, "uid-a") || !strings.Contains(ev, "uid-b") ||
 		!strings.Contains(ev, registration.AnnotationMemberIdentity+"-") {
 		t.Errorf("event = %q, want a Warning naming both identities and how to confirm", ev)
@@ -47,7 +47,7 @@ func TestMemberIdentityPinned(t *testing.T) {
 	if m, _ := e.ctl.Registry().Member("east"); m.Runtime != first.Runtime || m.Generation != 1 {
 		t.Errorf("the refused kubeconfig replaced the runtime: generation %d", m.Generation)
 	}
-	if other.ConfigMap(ClaimNamespace, claimName("east")) != nil {
+	if other.ConfigMap(claimNamespace, claimName("east")) != nil {
 		t.Error("a claim was written into the refused cluster")
 	}
 	if got := e.get("east").Annotations[registration.AnnotationMemberIdentity]; got != "uid-a" {
@@ -71,7 +71,7 @@ func TestMemberIdentityMismatchAtStart(t *testing.T) {
 	e.srv.SetIdentity("uid-b")
 	e.create("east", "east", e.srv.Kubeconfig("token"), map[string]string{registration.AnnotationMemberIdentity: "uid-a"}, 0)
 	e.mustReconcile("east")
-	e.eventually("east", "refused", func() bool { return e.phase("east") == "Refused/"+ReasonMemberIdentityChanged })
+	e.eventually("east", "refused", func() bool { return e.phase("east") == "Refused/"+reasonMemberIdentityChanged })
 	m, _ := e.ctl.Registry().Member("east")
 	time.Sleep(300 * time.Millisecond)
 	if m.Runtime.HasSynced() {
@@ -80,7 +80,7 @@ func TestMemberIdentityMismatchAtStart(t *testing.T) {
 	if hs, _ := e.eng.Status("east"); hs.State != hysteresis.Ready || hs.LastObserved.IsZero() {
 		t.Errorf("hysteresis = %+v, want Ready with config-failure observations", hs)
 	}
-	if e.srv.ConfigMap(ClaimNamespace, claimName("east")) != nil {
+	if e.srv.ConfigMap(claimNamespace, claimName("east")) != nil {
 		t.Error("a claim was written into the refused cluster")
 	}
 
@@ -97,21 +97,21 @@ func TestMemberIdentityMismatchAtStart(t *testing.T) {
 // A member another host claims under the same cluster name is refused.
 func TestMemberClaimedByAnotherHost(t *testing.T) {
 	e := newEnv(t)
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: claimName("east"), Namespace: ClaimNamespace},
-		Data: map[string]string{ClaimKeyHost: "other-host", ClaimKeyCluster: "east"}}
-	if _, err := e.srvClient(t).CoreV1().ConfigMaps(ClaimNamespace).Create(e.ctx, other, metav1.CreateOptions{}); err != nil {
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: claimName("east"), Namespace: claimNamespace},
+		Data: map[string]string{claimKeyHost: "other-host", claimKeyCluster: "east"}}
+	if _, err := e.srvClient(t).CoreV1().ConfigMaps(claimNamespace).Create(e.ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.create("east", "east", e.srv.Kubeconfig("token"), nil, 0)
 	e.mustReconcile("east")
-	e.eventually("east", "refused", func() bool { return e.phase("east") == "Refused/"+ReasonMemberClaimed })
-	if ev, _ := e.rec.find(ReasonMemberClaimed, "east"); !strings.Contains(ev, "other-host") || !strings.Contains(ev, claimName("east")) {
+	e.eventually("east", "refused", func() bool { return e.phase("east") == "Refused/"+reasonMemberClaimed })
+	if ev, _ := e.rec.find(reasonMemberClaimed, "east"); !strings.Contains(ev, "other-host") || !strings.Contains(ev, claimName("east")) {
 		t.Errorf("event = %q, want the other host and the claim named", ev)
 	}
 	if got := e.get("east").Annotations[registration.AnnotationMemberIdentity]; got != "" {
 		t.Errorf("identity %q recorded for a refused member", got)
 	}
-	if cm := e.srv.ConfigMap(ClaimNamespace, claimName("east")); cm.Data[ClaimKeyHost] != "other-host" {
+	if cm := e.srv.ConfigMap(claimNamespace, claimName("east")); cm.Data[claimKeyHost] != "other-host" {
 		t.Errorf("the other host's claim was changed: %+v", cm)
 	}
 }

@@ -43,26 +43,26 @@ type connection struct {
 // connectionFor turns a probe outcome into a phase, reason and message.
 func connectionFor(obs hysteresis.Observation, server string, secret types.NamespacedName) connection {
 	if obs.OK {
-		return connection{PhaseConnected, ReasonConnected, fmt.Sprintf("connected to %s", server)}
+		return connection{phaseConnected, reasonConnected, fmt.Sprintf("connected to %s", server)}
 	}
 	what := fmt.Sprintf("%s (server %s)", obs.Detail, server)
 	switch obs.Class {
 	case hysteresis.ClassAuth:
-		return connection{PhaseUnauthorized, ReasonUnauthorized, what + fmt.Sprintf(
+		return connection{phaseUnauthorized, reasonUnauthorized, what + fmt.Sprintf(
 			". Put a valid token or client certificate in data.kubeconfig of Secret %s "+
 				"(`leafsync register --create-service-account` issues a long-lived ServiceAccount token) and check that it is bound to leafsync's ClusterRole in the member", secret)}
 	case hysteresis.ClassConfig:
 		if isTLSDetail(obs.Detail) {
-			return connection{PhaseMisconfigured, ReasonTLSError, what + fmt.Sprintf(
+			return connection{phaseMisconfigured, reasonTLSError, what + fmt.Sprintf(
 				". Put the member's CA certificate in certificate-authority-data (and tls-server-name if the server's certificate names another host) in data.kubeconfig of Secret %s", secret)}
 		}
-		return connection{PhaseMisconfigured, ReasonMisconfigured, what + fmt.Sprintf(
+		return connection{phaseMisconfigured, reasonMisconfigured, what + fmt.Sprintf(
 			". Check the server URL in data.kubeconfig of Secret %s: it must be the member's Kubernetes API server", secret)}
 	case hysteresis.ClassServer:
-		return connection{PhaseUnreachable, ReasonServerError, what +
+		return connection{phaseUnreachable, reasonServerError, what +
 			". Check the member's control plane (API server, etcd), or what answers at the server URL (a load balancer or proxy, the URL's path); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
 	default:
-		return connection{PhaseUnreachable, ReasonUnreachable, what +
+		return connection{phaseUnreachable, reasonUnreachable, what +
 			". Check that the server URL resolves and is reachable from leafsync's pod (DNS, firewall, NetworkPolicy, proxy); leafsync keeps probing, and the leaf stays Ready unless the outage outlasts notReadyAfter"}
 	}
 }

@@ -94,7 +94,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if _, ok := c.reg.Member(spec.Cluster); !ok {
 			c.opts.Engine.Remove(spec.Cluster) // nothing will observe it
 		}
-		re := &registration.Error{Reason: ReasonClientSetupFailed, Message: fmt.Sprintf(
+		re := &registration.Error{Reason: reasonClientSetupFailed, Message: fmt.Sprintf(
 			"cannot build a client from the kubeconfig: %v; fix data.kubeconfig", err)}
 		return c.refused(ctx, &s, cluster, re)
 	}
@@ -103,7 +103,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // refused handles a Secret that cannot be used as it is.
 func (c *Controller) refused(ctx context.Context, s *corev1.Secret, cluster string, re *registration.Error) (reconcile.Result, error) {
-	return c.refusedAs(ctx, s, cluster, PhaseRefused, re)
+	return c.refusedAs(ctx, s, cluster, phaseRefused, re)
 }
 
 // refusedAs is refused with the phase of a Secret that runs nothing.
@@ -127,7 +127,7 @@ func (c *Controller) duplicate(ctx context.Context, s *corev1.Secret, winner *co
 	if err := c.removeFinalizer(ctx, s); err != nil {
 		return reconcile.Result{}, err
 	}
-	c.reg.setStatus(Status{Cluster: cluster, Secret: key, Phase: PhaseDuplicate, Reason: ReasonDuplicateCluster, Message: fmt.Sprintf(
+	c.reg.setStatus(Status{Cluster: cluster, Secret: key, Phase: PhaseDuplicate, Reason: reasonDuplicateCluster, Message: fmt.Sprintf(
 		"Secret %s, created earlier, already registers cluster %q, so this Secret is ignored; delete one of the two Secrets, or give this one another %s label value",
 		client.ObjectKeyFromObject(winner), cluster, registration.LabelCluster)})
 	return c.reporter.writeStatus(ctx, s)
@@ -154,7 +154,7 @@ func (c *Controller) deregister(ctx context.Context, s *corev1.Secret) (reconcil
 		if err := c.removeFinalizer(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
-		c.reporter.event(s, corev1.EventTypeNormal, ReasonDeregistered, "Deregister", fmt.Sprintf(
+		c.reporter.event(s, corev1.EventTypeNormal, reasonDeregistered, "Deregister", fmt.Sprintf(
 			"cluster %q is deregistered: its connection is closed and what leafsync created for it is removed", cluster))
 	} else if owned, ok := c.reg.clusterOf(key); ok {
 		// No finalizer (removed by hand): still stop and clean up.
@@ -200,10 +200,10 @@ func (c *Controller) teardown(ctx context.Context, s *corev1.Secret, cluster str
 	if !cleanup || cluster == "" {
 		return nil
 	}
-	c.reg.setStatus(Status{Cluster: cluster, Secret: d.Secret, Phase: PhaseTerminating, Reason: ReasonDeregistering, Message: "removing what leafsync created for the cluster"})
+	c.reg.setStatus(Status{Cluster: cluster, Secret: d.Secret, Phase: phaseTerminating, Reason: reasonDeregistering, Message: "removing what leafsync created for the cluster"})
 	if err := c.runHooks(ctx, d); err != nil {
 		// The caller writes this status (annotations and a Warning Event).
-		c.reg.setStatus(Status{Cluster: cluster, Secret: d.Secret, Phase: PhaseTerminating, Reason: ReasonCleanupFailed, Message: err.Error()})
+		c.reg.setStatus(Status{Cluster: cluster, Secret: d.Secret, Phase: phaseTerminating, Reason: reasonCleanupFailed, Message: err.Error()})
 		return err
 	}
 	return nil

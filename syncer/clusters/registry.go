@@ -147,13 +147,13 @@ func (e *entry) status() Status {
 		Generation: e.generation,
 	}
 	if e.reconnectingTo != "" {
-		st.Reason = ReasonReconnecting
+		st.Reason = reasonReconnecting
 		st.Message = fmt.Sprintf("the kubeconfig changed; connecting to %s while the previous connection keeps serving", e.reconnectingTo)
 	}
 	if f := e.refusal; f != nil {
 		st.Reason, st.Message = f.err.Reason, f.err.Message
 		if f.rt == e.active {
-			st.Phase = PhaseRefused
+			st.Phase = phaseRefused
 		} else {
 			st.Message = "the new kubeconfig is refused, so leafsync keeps using the previous one: " + f.err.Message
 		}

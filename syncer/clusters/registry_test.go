@@ -51,7 +51,7 @@ func TestObserveOnlyFromTheActiveRuntime(t *testing.T) {
 	if st, _ := reg.Hysteresis("east"); st.State != hysteresis.Suspect {
 		t.Errorf("registry's status = %s, want the last decision's (Suspect)", st.State)
 	}
-	if old, _ := reg.replace(spec, second, connection{PhasePending, ReasonReconnecting, ""}); old != first {
+	if old, _ := reg.replace(spec, second, connection{phasePending, reasonReconnecting, ""}); old != first {
 		t.Fatal("replace did not return the previous runtime")
 	}
 	if _, _, _, accepted, _ := reg.observe("east", first, ok); accepted {

@@ -21,7 +21,7 @@ func (r *Registry) add(spec *registration.Spec, rt *member.Runtime) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := &entry{cluster: spec.Cluster, secret: spec.Secret, spec: spec, active: rt, generation: 1,
-		conn: connection{PhasePending, ReasonConnecting, fmt.Sprintf("connecting to %s", spec.Server)}}
+		conn: connection{phasePending, reasonConnecting, fmt.Sprintf("connecting to %s", spec.Server)}}
 	// The starting point: a restored state, or a fresh one.
 	e.readiness, _ = r.engine.Current(spec.Cluster)
 	r.entries[spec.Cluster] = e

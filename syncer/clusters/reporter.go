@@ -49,9 +49,9 @@ func (w *reporter) writeStatus(ctx context.Context, s *corev1.Secret) (reconcile
 		return reconcile.Result{}, nil
 	}
 	msg := truncate(st.Message, 1000)
-	if st.Reason == ReasonConnecting {
+	if st.Reason == reasonConnecting {
 		switch Phase(s.Annotations[registration.AnnotationStatus]) {
-		case PhaseConnected, PhaseUnreachable, PhaseUnauthorized, PhaseMisconfigured:
+		case phaseConnected, phaseUnreachable, phaseUnauthorized, phaseMisconfigured:
 			// leafsync restarted: keep the last known connection state
 			// until the first probe says otherwise (no write, no Event).
 			return reconcile.Result{}, nil
@@ -61,7 +61,7 @@ func (w *reporter) writeStatus(ctx context.Context, s *corev1.Secret) (reconcile
 		s.Annotations[registration.AnnotationStatusReason] == st.Reason &&
 		// Connection messages carry changing error details; only a
 		// refusal's message is worth a write of its own.
-		(st.Phase != PhaseRefused || s.Annotations[registration.AnnotationStatusMessage] == msg) {
+		(st.Phase != phaseRefused || s.Annotations[registration.AnnotationStatusMessage] == msg) {
 		return reconcile.Result{}, nil
 	}
 	if last, ok := w.lastWrite[key]; ok {
@@ -102,7 +102,7 @@ func (w *reporter) unknownAnnotations(s *corev1.Secret) {
 	if len(unknown) == 0 {
 		return
 	}
-	w.event(s, corev1.EventTypeWarning, ReasonUnknownAnnotation, "Register", fmt.Sprintf(
+	w.event(s, corev1.EventTypeWarning, reasonUnknownAnnotation, "Register", fmt.Sprintf(
 		"annotations %s are not read by leafsync (misspelt?); see docs/annotations.md for the supported ones", joined))
 }
 
@@ -141,9 +141,9 @@ func (w *reporter) event(s *corev1.Secret, eventType, reason, action, msg string
 
 func actionFor(p Phase) string {
 	switch p {
-	case PhaseRefused, PhaseDuplicate:
+	case phaseRefused, PhaseDuplicate:
 		return "Register"
-	case PhaseTerminating:
+	case phaseTerminating:
 		return "Deregister"
 	default:
 		return "Connect"

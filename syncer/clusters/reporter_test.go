@@ -36,7 +36,7 @@ func TestReporterSpacesWritesByInterval(t *testing.T) {
 
 	write := func(reason string) (time.Duration, string) {
 		t.Helper()
-		reg.setStatus(Status{Cluster: "east", Secret: key, Phase: PhaseUnreachable, Reason: reason})
+		reg.setStatus(Status{Cluster: "east", Secret: key, Phase: phaseUnreachable, Reason: reason})
 		var s corev1.Secret
 		if err := c.Get(ctx, key, &s); err != nil {
 			t.Fatal(err)

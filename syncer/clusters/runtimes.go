@@ -140,7 +140,7 @@ func (r *runtimes) promote(cluster string, rt *member.Runtime, synced bool) {
 		return
 	}
 	delete(r.swaps, cluster)
-	conn := connection{PhasePending, ReasonReconnecting, fmt.Sprintf("reconnected to %s; waiting for the first probe", sw.spec.Server)}
+	conn := connection{phasePending, reasonReconnecting, fmt.Sprintf("reconnected to %s; waiting for the first probe", sw.spec.Server)}
 	if !synced {
 		conn.message = fmt.Sprintf("switched to the new kubeconfig for %s although its caches did not sync within %s", sw.spec.Server, r.settings.SwapTimeout)
 	}

@@ -15,55 +15,55 @@ type Phase string
 
 // Phases of a registration.
 const (
-	// PhasePending: accepted; connecting (no probe answered yet).
-	PhasePending Phase = "Pending"
-	// PhaseConnected: the last probe of the member succeeded.
-	PhaseConnected Phase = "Connected"
-	// PhaseUnreachable: the last probe failed with a network or server
+	// phasePending: accepted; connecting (no probe answered yet).
+	phasePending Phase = "Pending"
+	// phaseConnected: the last probe of the member succeeded.
+	phaseConnected Phase = "Connected"
+	// phaseUnreachable: the last probe failed with a network or server
 	// error (the member, or the way to it, is down or overloaded).
-	PhaseUnreachable Phase = "Unreachable"
-	// PhaseUnauthorized: the member rejects leafsync's credentials.
-	PhaseUnauthorized Phase = "Unauthorized"
-	// PhaseMisconfigured: leafsync cannot talk to the member as configured
+	phaseUnreachable Phase = "Unreachable"
+	// phaseUnauthorized: the member rejects leafsync's credentials.
+	phaseUnauthorized Phase = "Unauthorized"
+	// phaseMisconfigured: leafsync cannot talk to the member as configured
 	// (server certificate not trusted, not TLS, a malformed URL…).
-	PhaseMisconfigured Phase = "Misconfigured"
-	// PhaseRefused: the Secret is invalid or unsafe; nothing runs for it.
-	PhaseRefused Phase = "Refused"
+	phaseMisconfigured Phase = "Misconfigured"
+	// phaseRefused: the Secret is invalid or unsafe; nothing runs for it.
+	phaseRefused Phase = "Refused"
 	// PhaseDuplicate: an older Secret registers the same cluster name.
 	PhaseDuplicate Phase = "Duplicate"
-	// PhaseTerminating: deregistration is cleaning up.
-	PhaseTerminating Phase = "Terminating"
+	// phaseTerminating: deregistration is cleaning up.
+	phaseTerminating Phase = "Terminating"
 )
 
 // Reasons of Events and of the leafsync.io/status-reason annotation, in
 // addition to the registration.Reason* values (refusals).
 const (
-	ReasonConnecting       = "Connecting"
-	ReasonReconnecting     = "Reconnecting"
-	ReasonConnected        = "MemberConnected"
-	ReasonUnreachable      = "MemberUnreachable"
-	ReasonServerError      = "MemberServerError"
-	ReasonUnauthorized     = "MemberUnauthorized"
-	ReasonTLSError         = "MemberTLSError"
-	ReasonMisconfigured    = "MemberMisconfigured"
-	ReasonDuplicateCluster = "DuplicateCluster"
-	// ReasonLeafNameTaken: the leaf name is a Node leafsync does not own.
-	ReasonLeafNameTaken = "LeafNameTaken"
-	// ReasonDuplicateLeafName: an older Secret's member uses the leaf name.
-	ReasonDuplicateLeafName = "DuplicateLeafName"
-	// ReasonLeafRenameWithPods: the leaf is renamed while pods are on it.
-	ReasonLeafRenameWithPods = "LeafRenameWithPods"
-	// ReasonMemberIdentityChanged: the kubeconfig reaches another cluster
+	reasonConnecting       = "Connecting"
+	reasonReconnecting     = "Reconnecting"
+	reasonConnected        = "MemberConnected"
+	reasonUnreachable      = "MemberUnreachable"
+	reasonServerError      = "MemberServerError"
+	reasonUnauthorized     = "MemberUnauthorized"
+	reasonTLSError         = "MemberTLSError"
+	reasonMisconfigured    = "MemberMisconfigured"
+	reasonDuplicateCluster = "DuplicateCluster"
+	// reasonLeafNameTaken: the leaf name is a Node leafsync does not own.
+	reasonLeafNameTaken = "LeafNameTaken"
+	// reasonDuplicateLeafName: an older Secret's member uses the leaf name.
+	reasonDuplicateLeafName = "DuplicateLeafName"
+	// reasonLeafRenameWithPods: the leaf is renamed while pods are on it.
+	reasonLeafRenameWithPods = "LeafRenameWithPods"
+	// reasonMemberIdentityChanged: the kubeconfig reaches another cluster
 	// than the member recorded at first contact.
-	ReasonMemberIdentityChanged = "MemberIdentityChanged"
-	// ReasonMemberClaimed: another host registers the member under the
+	reasonMemberIdentityChanged = "MemberIdentityChanged"
+	// reasonMemberClaimed: another host registers the member under the
 	// same cluster name (its claim in the member says so).
-	ReasonMemberClaimed     = "MemberClaimed"
-	ReasonUnknownAnnotation = "UnknownAnnotation"
-	ReasonClientSetupFailed = "ClientSetupFailed"
-	ReasonDeregistering     = "Deregistering"
-	ReasonDeregistered      = "Deregistered"
-	ReasonCleanupFailed     = "CleanupFailed"
+	reasonMemberClaimed     = "MemberClaimed"
+	reasonUnknownAnnotation = "UnknownAnnotation"
+	reasonClientSetupFailed = "ClientSetupFailed"
+	reasonDeregistering     = "Deregistering"
+	reasonDeregistered      = "Deregistered"
+	reasonCleanupFailed     = "CleanupFailed"
 )
 
 // Status is what leafsync reports about one registration Secret.
@@ -99,17 +99,17 @@ type Status struct {
 // Warning reports whether the status is a problem a person should look at.
 func (s Status) Warning() bool {
 	switch s.Phase {
-	case PhasePending, PhaseConnected:
+	case phasePending, phaseConnected:
 		return s.Reason != "" && !isOKReason(s.Reason)
-	case PhaseTerminating:
-		return s.Reason == ReasonCleanupFailed
+	case phaseTerminating:
+		return s.Reason == reasonCleanupFailed
 	}
 	return true
 }
 
 func isOKReason(r string) bool {
 	switch r {
-	case ReasonConnecting, ReasonReconnecting, ReasonConnected, ReasonDeregistering:
+	case reasonConnecting, reasonReconnecting, reasonConnected, reasonDeregistering:
 		return true
 	}
 	return false

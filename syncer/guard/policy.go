@@ -37,10 +37,10 @@ const (
 
 // Keys of a readiness record's data.
 const (
-	KeyCluster = "cluster"
+	keyCluster = "cluster"
 	KeyLeaf    = "leaf"
 	KeyState   = "state"
-	KeySince   = "since"
+	keySince   = "since"
 	// KeyUserNoExecute lists the leaf's NoExecute taints node lifecycle
 	// did not set (a user's maintenance taint, out-of-service), as
 	// "key=value" joined by ",".

@@ -103,9 +103,9 @@ func (r *Records) SetUserTaints(ctx context.Context, cluster, leaf string, taint
 
 // write applies a member's record and remembers it.
 func (r *Records) write(ctx context.Context, cluster string, rec record) error {
-	data := map[string]string{KeyCluster: cluster, KeyLeaf: rec.leaf, KeyState: rec.state}
+	data := map[string]string{keyCluster: cluster, KeyLeaf: rec.leaf, KeyState: rec.state}
 	if !rec.since.IsZero() {
-		data[KeySince] = rec.since.UTC().Format(time.RFC3339)
+		data[keySince] = rec.since.UTC().Format(time.RFC3339)
 	}
 	if rec.userTaints != "" {
 		data[KeyUserNoExecute] = rec.userTaints

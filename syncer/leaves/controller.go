@@ -32,16 +32,6 @@ import (
 	"github.com/leafsync/leafsync/syncer/registration"
 )
 
-// Annotations of a registration Secret read here.
-const (
-	// AnnotationNodeSelector restricts which member nodes a leaf offers (a
-	// label selector, e.g. "pool=leaf").
-	AnnotationNodeSelector = registration.AnnotationNodeSelector
-	// AnnotationLeafTaint turns the leafsync.io/leaf taint on or off for one
-	// member ("true"/"false"), overriding the fleet setting.
-	AnnotationLeafTaint = registration.AnnotationLeafTaint
-)
-
 // Options configure the controller.
 type Options struct {
 	// Host writes leaf Nodes.
@@ -421,12 +411,12 @@ func (l *leaf) sync() error {
 
 func (l *leaf) options(m clusters.Member) leafnode.Options {
 	o := leafnode.Options{LeafTaint: l.c.opts.LeafTaint, IsSyncedPod: member.IsLeafsyncPod}
-	if v, ok := m.Spec.Annotations[AnnotationLeafTaint]; ok {
+	if v, ok := m.Spec.Annotations[registration.AnnotationLeafTaint]; ok {
 		if b, err := strconv.ParseBool(v); err == nil {
 			o.LeafTaint = b
 		}
 	}
-	if v := m.Spec.Annotations[AnnotationNodeSelector]; v != "" {
+	if v := m.Spec.Annotations[registration.AnnotationNodeSelector]; v != "" {
 		if sel, err := labels.Parse(v); err == nil {
 			o.NodeSelector = sel
 		}
