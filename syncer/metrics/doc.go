@@ -5,15 +5,15 @@ import (
 	"strings"
 )
 
-// Markdown renders docs/metrics.md from Specs.
-func Markdown() string {
+// markdown renders docs/metrics.md from allSpecs.
+func markdown() string {
 	var b strings.Builder
 	b.WriteString("# leafsync metrics\n\n")
 	b.WriteString("<!-- Generated from syncer/metrics by `go test ./syncer/metrics -update`; do not edit. -->\n\n")
 	b.WriteString("All metrics are served on leafsync's metrics endpoint (`--metrics-bind-address`, default `:8080`, path `/metrics`). ")
 	b.WriteString("Labels are bounded: cluster names, states, classes, causes and outcomes, never pod names.\n")
 	group := ""
-	for _, s := range Specs() {
+	for _, s := range allSpecs() {
 		if s.Group != group {
 			group = s.Group
 			fmt.Fprintf(&b, "\n## %s\n\n| metric | type | labels | meaning |\n|---|---|---|---|\n", group)

@@ -1,9 +1,9 @@
 // Package metrics defines every Prometheus metric leafsync exports, on the
-// controller-runtime metrics endpoint. Each metric is declared once, in
-// Specs; docs/metrics.md is generated from Specs (go test ./syncer/metrics
+// controller-runtime metrics endpoint. Each metric is declared once, as a
+// Spec; docs/metrics.md is generated from them (go test ./syncer/metrics
 // -update), and a test fails when the doc is stale. The Grafana dashboard,
-// charts/leafsync/files/dashboard.json, is generated from Specs the same
-// way by package dashboard (go test ./syncer/metrics/dashboard -update).
+// charts/leafsync/files/dashboard.json, is generated from the Specs the
+// same way by package dashboard (go test ./syncer/metrics/dashboard -update).
 //
 // Label cardinality is bounded: labels are cluster names, states, classes,
 // causes and outcomes — never pod names.
@@ -74,7 +74,7 @@ var (
 	PodSyncDuration = spec(Spec{Group: "Pods", Name: "leafsync_pod_sync_duration_seconds", Kind: Histogram,
 		Help:   "Time to bring one pod in line between host and member.",
 		Labels: []string{"cluster"}, Buckets: latencyBuckets})
-	StoreWriteDuration = spec(Spec{Group: "State store", Name: "leafsync_store_write_duration_seconds", Kind: Histogram,
+	storeWriteDuration = spec(Spec{Group: "State store", Name: "leafsync_store_write_duration_seconds", Kind: Histogram,
 		Help:   "Time one state-store write took, by backend.",
 		Labels: []string{"backend"}, Buckets: latencyBuckets})
 	StoreWriteErrors = spec(Spec{Group: "State store", Name: "leafsync_store_write_errors_total", Kind: Counter,
@@ -98,11 +98,11 @@ var (
 // Label values of bounded label sets, initialised to zero for every member
 // so that rate() and increase() have series from the start.
 var (
-	ProbeResultValues  = []string{"ok", "network", "server", "auth", "config"}
-	DeleteCauses       = []string{"user", "eviction_api", "preemption", "taint_manager", "pod_gc", "other"}
+	probeResultValues  = []string{"ok", "network", "server", "auth", "config"}
+	deleteCauses       = []string{"user", "eviction_api", "preemption", "taint_manager", "pod_gc", "other"}
 	DeleteOutcomes     = []string{"forwarded", "stale_deferred", "stale_retained", "owed", "adopted", "reaped"}
-	PendingDeleteKinds = []string{"owed", "deferred", "retained"}
-	StoreErrorReasons  = []string{"conflict", "unavailable", "other"}
+	pendingDeleteKinds = []string{"owed", "deferred", "retained"}
+	storeErrorReasons  = []string{"conflict", "unavailable", "other"}
 	// KubeletAPISuccess is each kubelet API verb's answer when it works:
 	// their series exist from the start (zero while the API is off).
 	KubeletAPISuccess = map[string]string{"containerLogs": "200", "exec": "upgraded", "attach": "upgraded", "portForward": "upgraded"}
@@ -122,10 +122,10 @@ var (
 	FlapsSuppressed = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_flaps_suppressed_total", Kind: Counter,
 		Help:   "Failures of a member that ended before notReadyAfter: flaps that did not make the leaf NotReady.",
 		Labels: []string{"cluster"}})
-	Transitions = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_transitions_total", Kind: Counter,
+	transitions = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_transitions_total", Kind: Counter,
 		Help:   "State transitions of a member's readiness decision.",
 		Labels: []string{"cluster", "from", "to"}})
-	StateSeconds = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_state_seconds_total", Kind: Counter,
+	stateSeconds = spec(Spec{Group: "Readiness engine", Name: "leafsync_member_state_seconds_total", Kind: Counter,
 		Help:   "Time a member has spent in each state.",
 		Labels: []string{"cluster", "state"}})
 	MassDisconnect = spec(Spec{Group: "Readiness engine", Name: "leafsync_mass_disconnect_active", Kind: Gauge,
@@ -133,13 +133,13 @@ var (
 	BreakerState = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_state", Kind: Gauge,
 		Help:   "State of a member's circuit breaker: 0 closed, 1 half-open, 2 open (calls fail fast).",
 		Labels: []string{"cluster"}})
-	BreakerTransitions = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_transitions_total", Kind: Counter,
+	breakerTransitions = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_transitions_total", Kind: Counter,
 		Help:   "Circuit-breaker state changes of a member, by the state entered.",
 		Labels: []string{"cluster", "to"}})
 	BreakerRejected = spec(Spec{Group: "Circuit breakers", Name: "leafsync_breaker_rejected_total", Kind: Counter,
 		Help:   "Calls to a member failed fast by its open circuit breaker, without network traffic.",
 		Labels: []string{"cluster"}})
-	RegistrationProblem = spec(Spec{Group: "Registration", Name: "leafsync_registration_problem", Kind: Gauge,
+	registrationProblem = spec(Spec{Group: "Registration", Name: "leafsync_registration_problem", Kind: Gauge,
 		Help:   "1 while a registration Secret has a problem a person should look at (refused kubeconfig, unreachable, TLS, auth); the reason label says which.",
 		Labels: []string{"cluster", "reason"}})
 )
@@ -147,7 +147,7 @@ var (
 // Clock steps of the readiness engine, read at scrape time like the other
 // engine metrics (see StateCollector).
 var (
-	ClockSteps = spec(Spec{Group: "Clocks", Name: "leafsync_member_clock_steps_total", Kind: Counter,
+	clockSteps = spec(Spec{Group: "Clocks", Name: "leafsync_member_clock_steps_total", Kind: Counter,
 		Help:   "Steps of the wall clock seen between two probes of a member: leafsync's clock stepped (measured against its monotonic clock), or its saved state came from a leader whose clock ran ahead. No probe is dropped: the member's readiness times move with the step; a Warning Event ClockStepped on the registration Secret says by how much.",
 		Labels: []string{"cluster"}})
 )
@@ -159,8 +159,8 @@ func spec(s Spec) Spec {
 	return s
 }
 
-// Specs returns every metric leafsync exports, in declaration order.
-func Specs() []Spec { return append([]Spec(nil), all...) }
+// allSpecs returns every metric leafsync exports, in declaration order.
+func allSpecs() []Spec { return append([]Spec(nil), all...) }
 
 // Recorders of event-driven metrics.
 var (
@@ -174,7 +174,7 @@ var (
 	PodDeletesVec           = counterVec(PodDeletes)
 	PendingDeletesVec       = gaugeVec(OwedDeletes)
 	PodSyncDurationVec      = histogramVec(PodSyncDuration)
-	StoreWriteDurationVec   = histogramVec(StoreWriteDuration)
+	StoreWriteDurationVec   = histogramVec(storeWriteDuration)
 	StoreWriteErrorsVec     = counterVec(StoreWriteErrors)
 	EvictionGuardGauge      = prometheus.NewGauge(prometheus.GaugeOpts{Name: EvictionGuardActive.Name, Help: EvictionGuardActive.Help})
 	EvictionsRefusedVec     = counterVec(EvictionsRefused)
@@ -222,7 +222,7 @@ func Register(reg prometheus.Registerer) error {
 // InitCluster creates a member's series at zero, so that dashboards and
 // alerts see every member from its registration on, not from its first event.
 func InitCluster(cluster string) {
-	for _, r := range ProbeResultValues {
+	for _, r := range probeResultValues {
 		ProbeResultsVec.WithLabelValues(cluster, r)
 	}
 	ProbeDurationVec.WithLabelValues(cluster)
@@ -232,12 +232,12 @@ func InitCluster(cluster string) {
 	SyncedPodsVec.WithLabelValues(cluster)
 	EvictionsRefusedVec.WithLabelValues(cluster)
 	EvictionsCompletedVec.WithLabelValues(cluster)
-	for _, c := range DeleteCauses {
+	for _, c := range deleteCauses {
 		for _, o := range DeleteOutcomes {
 			PodDeletesVec.WithLabelValues(cluster, c, o)
 		}
 	}
-	for _, k := range PendingDeleteKinds {
+	for _, k := range pendingDeleteKinds {
 		PendingDeletesVec.WithLabelValues(cluster, k)
 	}
 	PodSyncDurationVec.WithLabelValues(cluster)
@@ -246,7 +246,7 @@ func InitCluster(cluster string) {
 // InitStore creates the state store's series at zero for a backend.
 func InitStore(backend string) {
 	StoreWriteDurationVec.WithLabelValues(backend)
-	for _, r := range StoreErrorReasons {
+	for _, r := range storeErrorReasons {
 		StoreWriteErrorsVec.WithLabelValues(backend, r)
 	}
 }

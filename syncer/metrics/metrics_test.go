@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite docs/metrics.md")
 const docPath = "../../docs/metrics.md"
 
 func TestDocIsCurrent(t *testing.T) {
-	want := Markdown()
+	want := markdown()
 	if *update {
 		if err := os.WriteFile(docPath, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -38,7 +38,7 @@ var validName = regexp.MustCompile(`^leafsync_[a-z_]+$`)
 
 func TestSpecsAreWellFormed(t *testing.T) {
 	seen := map[string]bool{}
-	for _, s := range Specs() {
+	for _, s := range allSpecs() {
 		if !validName.MatchString(s.Name) || seen[s.Name] {
 			t.Errorf("bad or duplicate metric name %q", s.Name)
 		}

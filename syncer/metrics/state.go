@@ -31,8 +31,8 @@ type StateCollector struct {
 // and safe to call concurrently.
 func NewStateCollector(snapshot func() []ClusterState) *StateCollector {
 	c := &StateCollector{snapshot: snapshot, descs: map[string]*prometheus.Desc{}}
-	for _, s := range []Spec{MemberState, MemberCordoned, FlapPenalty, FlapsSuppressed, Transitions, StateSeconds,
-		MassDisconnect, BreakerState, BreakerTransitions, BreakerRejected, RegistrationProblem, ClockSteps} {
+	for _, s := range []Spec{MemberState, MemberCordoned, FlapPenalty, FlapsSuppressed, transitions, stateSeconds,
+		MassDisconnect, BreakerState, breakerTransitions, BreakerRejected, registrationProblem, clockSteps} {
 		c.descs[s.Name] = prometheus.NewDesc(s.Name, s.Help, s.Labels, nil)
 	}
 	return c
@@ -60,25 +60,25 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 		cl := m.Cluster
 		for _, st := range states {
 			gauge(MemberState, b2f(m.Hysteresis.State == st), cl, st.String())
-			counter(StateSeconds, m.Counters.TimeIn[st].Seconds(), cl, st.String())
+			counter(stateSeconds, m.Counters.TimeIn[st].Seconds(), cl, st.String())
 			for _, to := range states {
 				if n := m.Counters.Transitions[st][to]; n > 0 || st != to {
-					counter(Transitions, float64(n), cl, st.String(), to.String())
+					counter(transitions, float64(n), cl, st.String(), to.String())
 				}
 			}
 		}
 		gauge(MemberCordoned, b2f(m.Hysteresis.Cordoned), cl)
 		gauge(FlapPenalty, m.Hysteresis.Penalty, cl)
 		counter(FlapsSuppressed, float64(m.Counters.FlapsSuppressed), cl)
-		counter(ClockSteps, float64(m.Counters.ClockSteps), cl)
+		counter(clockSteps, float64(m.Counters.ClockSteps), cl)
 		gauge(BreakerState, float64(m.BreakerState), cl)
-		counter(BreakerTransitions, float64(m.BreakerOpened), cl, "open")
-		counter(BreakerTransitions, float64(m.BreakerHalfOpened), cl, "half-open")
-		counter(BreakerTransitions, float64(m.BreakerClosed), cl, "closed")
+		counter(breakerTransitions, float64(m.BreakerOpened), cl, "open")
+		counter(breakerTransitions, float64(m.BreakerHalfOpened), cl, "half-open")
+		counter(breakerTransitions, float64(m.BreakerClosed), cl, "closed")
 		counter(BreakerRejected, float64(m.BreakerRejectedCalls), cl)
 		// A healthy member has the series at 0 (reason ""), so that the
 		// metric exists for every member, not only for broken ones.
-		gauge(RegistrationProblem, b2f(m.Problem != ""), cl, m.Problem)
+		gauge(registrationProblem, b2f(m.Problem != ""), cl, m.Problem)
 		if m.Hysteresis.Held {
 			held = 1
 		}
