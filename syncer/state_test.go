@@ -35,7 +35,7 @@ func TestStateCheckIsADetail(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go k.Run(ctx)
-	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{}`) })
+	_ = enginestate.Snapshot.Set(k, "a", []byte(`{}`))
 	if err := k.Flush(ctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("flush: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer"
 	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/syncer/registration"
 	"github.com/leafsync/leafsync/syncer/store"
@@ -181,12 +182,20 @@ func storeDetails(st store.Store, hcfg hysteresis.FleetConfig) func(context.Cont
 		if err != nil {
 			return err
 		}
-		if len(rec.Hysteresis) > 0 {
+		snap, err := enginestate.Snapshot.Read(rec)
+		if err != nil {
+			return fmt.Errorf("reading the engine snapshot: %w", err)
+		}
+		pending, err := deletes.Pending.Read(rec)
+		if err != nil {
+			return fmt.Errorf("reading the pending deletes: %w", err)
+		}
+		if len(snap) > 0 {
 			fleet, err := hysteresis.NewRawFleet(hcfg)
 			if err != nil {
 				return err
 			}
-			if err := fleet.RestoreCluster(rec.Hysteresis); err != nil {
+			if err := fleet.RestoreCluster(snap); err != nil {
 				return fmt.Errorf("decoding the engine snapshot: %w", err)
 			}
 			if hs, ok := fleet.Status(row.Cluster); ok {
@@ -199,7 +208,7 @@ func storeDetails(st store.Store, hcfg hysteresis.FleetConfig) func(context.Cont
 			}
 		}
 		counts := map[deletes.DeleteKind]int{}
-		for _, d := range rec.Deletes {
+		for _, d := range pending {
 			counts[d.Kind]++
 		}
 		var parts []string

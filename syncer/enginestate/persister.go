@@ -162,20 +162,20 @@ func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
 			return false, fmt.Errorf("state of cluster %s not restored, starting fresh: %w", cluster, err)
 		}
 	}
-	st := p.keeper.State(cluster)
-	if len(st.Hysteresis) == 0 {
+	saved := Snapshot.Get(p.keeper, cluster)
+	if len(saved) == 0 {
 		p.count(func(s *Stats) { s.Fresh++ })
 		return false, nil
 	}
 	var head struct {
 		Cluster string `json:"cluster"`
 	}
-	err := json.Unmarshal(st.Hysteresis, &head)
+	err := json.Unmarshal(saved, &head)
 	if err == nil && head.Cluster != cluster {
 		err = fmt.Errorf("the record holds a snapshot of cluster %q", head.Cluster)
 	}
 	if err == nil {
-		err = p.eng.RestoreCluster(st.Hysteresis)
+		err = p.eng.RestoreCluster(saved)
 	}
 	if err != nil {
 		err = fmt.Errorf("saved state of cluster %s cannot be restored, starting fresh: %w", cluster, err)
@@ -283,7 +283,9 @@ func (p *Persister) Observed(cluster string, d hysteresis.Decision) {
 	m.written = now
 	p.stats.Checkpoints++
 	p.mu.Unlock()
-	p.keeper.Update(cluster, func(s *store.ClusterState) { s.Hysteresis = d.Snapshot })
+	if err := Snapshot.Set(p.keeper, cluster, d.Snapshot); err != nil {
+		p.log.Error(err, "engine snapshot not kept", "cluster", cluster)
+	}
 	if stepped {
 		p.clockStepped(cluster, st)
 	}

@@ -143,7 +143,7 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	m := store.NewMemory()
 	prev := startSim(t, m, fc, enginestate.Options{}, "a", "b")
 	prev.run("a", down(10*time.Second, time.Hour), 0, 20*time.Second, time.Second, 0)
-	prev.keeper.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("owed-before-restart")} })
+	storetest.Update(prev.keeper, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("owed-before-restart")} })
 	if err := prev.keeper.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -174,12 +174,13 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	// Decisions go on from memory; pod sync records another owed delete.
 	d, _ := fleet.Step("a", hysteresis.Observation{Time: t0.Add(25 * time.Second), Class: hysteresis.ClassNetwork})
 	p.Observed("a", d)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("owed-after-restart")) })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("owed-after-restart")) })
 	f.Fail(nil)
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := store.ReadCluster(ctx, m, "a")
+	cs, err := store.ReadCluster(ctx, m, "a")
+	rec, _ := storetest.Read(cs)
 	if err != nil {
 		t.Fatal(err)
 	}

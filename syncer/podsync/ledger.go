@@ -20,16 +20,12 @@ type ledger struct {
 // load reads a member's pending deletes from the store once; before that
 // an owed delete would look like an orphan.
 func (l ledger) load(ctx context.Context, cluster string) error {
-	if l.keeper.Known(cluster) {
-		return nil
-	}
-	_, err := l.keeper.Load(ctx, cluster)
-	return err
+	return l.keeper.Load(ctx, cluster)
 }
 
 // pendingDeletes returns a member's pending deletes.
 func (l ledger) pendingDeletes(cluster string) []deletes.PendingDelete {
-	return l.keeper.State(cluster).Deletes
+	return deletes.Pending.Items(l.keeper, cluster)
 }
 
 // pendingDeletesOf returns a member's pending deletes of one pod name.
@@ -45,13 +41,13 @@ func (l ledger) pendingDeletesOf(cluster, namespace, name string) []deletes.Pend
 
 // recordDelete adds or replaces (same name and host UID) a pending delete.
 func (l ledger) recordDelete(cluster string, r deletes.PendingDelete) {
-	l.keeper.Update(cluster, func(s *store.ClusterState) { s.Deletes = upsertDelete(s.Deletes, r) })
+	deletes.Pending.Update(l.keeper, cluster, func(ds []deletes.PendingDelete) []deletes.PendingDelete { return upsertDelete(ds, r) })
 }
 
 // dropDelete removes the pending delete of a name and host UID.
 func (l ledger) dropDelete(cluster, namespace, name, hostUID string) {
-	l.keeper.Update(cluster, func(s *store.ClusterState) {
-		s.Deletes = removeDelete(s.Deletes, namespace, name, hostUID)
+	deletes.Pending.Update(l.keeper, cluster, func(ds []deletes.PendingDelete) []deletes.PendingDelete {
+		return removeDelete(ds, namespace, name, hostUID)
 	})
 }
 

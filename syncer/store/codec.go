@@ -42,7 +42,7 @@ func Encode(st ClusterState) (data []byte, compressed bool, err error) {
 		return nil, false, err
 	}
 	if buf.Len() > MaxRecordBytes {
-		return nil, false, fmt.Errorf("%w: %d bytes compressed (%d pending deletes), limit %d", ErrTooLarge, buf.Len(), len(st.Deletes), MaxRecordBytes)
+		return nil, false, fmt.Errorf("%w: %d bytes compressed, limit %d", ErrTooLarge, buf.Len(), MaxRecordBytes)
 	}
 	return buf.Bytes(), true, nil
 }

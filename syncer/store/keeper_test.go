@@ -63,13 +63,27 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func mustGet(t *testing.T, s store.Store, c string) store.ClusterState {
+func mustGet(t *testing.T, s store.Store, c string) storetest.State {
 	t.Helper()
-	st, err := store.ReadCluster(context.Background(), s, c)
+	cs, err := store.ReadCluster(context.Background(), s, c)
 	if err != nil {
 		t.Fatalf("Get %s: %v", c, err)
 	}
+	st, err := storetest.Read(cs)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", c, err)
+	}
 	return st
+}
+
+// getHead reads a cluster's head record alone.
+func getHead(t *testing.T, s store.Store, c string) (storetest.State, error) {
+	t.Helper()
+	cs, _, err := s.Get(context.Background(), c)
+	if err != nil {
+		return storetest.State{}, err
+	}
+	return storetest.Read(cs)
 }
 
 func TestKeeperCoalescesChanges(t *testing.T) {
@@ -77,7 +91,7 @@ func TestKeeperCoalescesChanges(t *testing.T) {
 	k, clk := startKeeper(t, m, store.KeeperOptions{Coalesce: 100 * time.Millisecond})
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
 	for i := range 200 {
-		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint(i))) })
+		storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed(fmt.Sprint(i))) })
 	}
 	clk.Step(99 * time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
@@ -101,8 +115,8 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	k, clk := startKeeper(t, f, store.KeeperOptions{MinBackoff: minBackoff, MaxBackoff: maxBackoff, Coalesce: time.Millisecond})
 	waitFor(t, "term", func() bool { return k.Stats().Term != 0 })
 	f.Fail(storetest.ErrDown)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
-	k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("b")} })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
+	storetest.Update(k, "b", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("b")} })
 	clk.Step(time.Millisecond)
 	waitFor(t, "failed writes", func() bool { return k.Stats().Errors == 2 })
 	if k.Health() == nil {
@@ -112,10 +126,10 @@ func TestKeeperKeepsStateWhileStoreDown(t *testing.T) {
 	// and wait for their cluster's retry instead of writing again.
 	before := f.Calls()
 	for i := range 50 {
-		k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed(fmt.Sprint("q", i))) })
-		k.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed(fmt.Sprint("b", i))} })
+		storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed(fmt.Sprint("q", i))) })
+		storetest.Update(k, "b", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed(fmt.Sprint("b", i))} })
 	}
-	if got := len(k.State("a").Deletes); got != 51 {
+	if got := len(storetest.Memory(k, "a").Deletes); got != 51 {
 		t.Fatalf("memory holds %d deletes, want 51", got)
 	}
 	clk.Step(minBackoff/2 - 2*time.Millisecond) // past the coalescing delay, before any retry
@@ -158,21 +172,21 @@ func TestKeeperFencedByNewerWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
+	storetest.Update(old, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A new leader takes over: reads, takes a newer term, writes.
 	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
-	if _, err := leader.Load(ctx, "a"); err != nil {
+	if err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	leader.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"new"}`) })
+	storetest.Update(leader, "a", func(st *storetest.State) { st.Hysteresis = []byte(`{"by":"new"}`) })
 	if err := leader.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The old one, still running, must not overwrite it.
-	old.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"old"}`) })
+	storetest.Update(old, "a", func(st *storetest.State) { st.Hysteresis = []byte(`{"by":"old"}`) })
 	err := old.Flush(ctx)
 	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("old writer's flush: %v, want ErrFenced", err)
@@ -185,7 +199,7 @@ func TestKeeperFencedByNewerWriter(t *testing.T) {
 		t.Errorf("old writer not reported fenced: %+v", old.Stats())
 	}
 	// Fenced for good, for every cluster.
-	old.Update("b", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"by":"old"}`) })
+	storetest.Update(old, "b", func(st *storetest.State) { st.Hysteresis = []byte(`{"by":"old"}`) })
 	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("fenced writer's flush of another cluster: %v", err)
 	}
@@ -198,7 +212,7 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) {
+	storetest.Update(old, "a", func(st *storetest.State) {
 		st.Hysteresis = []byte(`{"by":"old"}`)
 		st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")}
 	})
@@ -206,13 +220,13 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
-	if _, err := leader.Load(ctx, "a"); err != nil {
+	if err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	// The old leader, in its last moments, executes p0 and records p2,
 	// before the new one has claimed the record (taken its term, written
 	// the record back), so no conflict for the old one.
-	old.Update("a", func(st *store.ClusterState) {
+	storetest.Update(old, "a", func(st *storetest.State) {
 		st.Deletes = []deletes.PendingDelete{owed("p1"), owed("p2")}
 	})
 	if err := old.Flush(ctx); err != nil {
@@ -220,7 +234,7 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	}
 	// The new leader records p3 and checkpoints its engine: its write (the
 	// claim) conflicts, the record is by an older term, so it merges.
-	leader.Update("a", func(st *store.ClusterState) {
+	storetest.Update(leader, "a", func(st *storetest.State) {
 		st.Hysteresis = []byte(`{"by":"new"}`)
 		st.Deletes = append(st.Deletes, owed("p3"))
 	})
@@ -234,14 +248,14 @@ func TestKeeperMergesRecordOfOlderWriter(t *testing.T) {
 	if string(rec.Hysteresis) != `{"by":"new"}` || rec.Writer != "new" {
 		t.Errorf("merged record: hysteresis %s by %s", rec.Hysteresis, rec.Writer)
 	}
-	if got := fmt.Sprint(names(leader.State("a").Deletes)); got != "[p1 p3 p2]" {
+	if got := fmt.Sprint(names(storetest.Memory(leader, "a").Deletes)); got != "[p1 p3 p2]" {
 		t.Errorf("leader's memory after merge: %s", got)
 	}
 	if leader.Stats().Conflicts != 1 {
 		t.Errorf("conflicts = %d, want 1", leader.Stats().Conflicts)
 	}
 	// Now the old leader is fenced.
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = nil })
+	storetest.Update(old, "a", func(st *storetest.State) { st.Deletes = nil })
 	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("old writer after the new one wrote: %v, want ErrFenced", err)
 	}
@@ -252,12 +266,12 @@ func TestKeeperLostReply(t *testing.T) {
 	m := store.NewMemory()
 	f := &storetest.Faulty{Store: m}
 	k, _ := startKeeper(t, f)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	f.LoseReply()
 	if err := k.Flush(ctx); err == nil {
 		t.Fatal("flush with a lost reply succeeded")
 	}
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("p2")) })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("p2")) })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatalf("flush after a lost reply: %v", err)
 	}
@@ -270,7 +284,7 @@ func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	prev, _ := startKeeper(t, m)
-	prev.Update("a", func(st *store.ClusterState) {
+	storetest.Update(prev, "a", func(st *storetest.State) {
 		st.Hysteresis = []byte(`{"saved":true}`)
 		st.Deletes = []deletes.PendingDelete{owed("saved")}
 	})
@@ -278,11 +292,11 @@ func TestKeeperLoadKeepsEarlierUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, _ := startKeeper(t, m)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = append(st.Deletes, owed("early")) })
-	st, err := k.Load(ctx, "a")
-	if err != nil {
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("early")) })
+	if err := k.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
+	st := storetest.Memory(k, "a")
 	if got := fmt.Sprint(names(st.Deletes)); got != "[early saved]" || string(st.Hysteresis) != `{"saved":true}` {
 		t.Fatalf("Load after an Update: %s %s", got, st.Hysteresis)
 	}
@@ -298,7 +312,7 @@ func TestKeeperForget(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	k, _ := startKeeper(t, m)
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p")} })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p")} })
 	if err := k.FlushCluster(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +327,7 @@ func TestKeeperForget(t *testing.T) {
 	}
 	// A record this Keeper never read is deleted too.
 	other, _ := startKeeper(t, m)
-	other.Update("b", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("q")} })
+	storetest.Update(other, "b", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("q")} })
 	if err := other.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +374,7 @@ func corrupt(recs []store.Record, err error) ([]store.Record, error) {
 func TestKeeperReplacesCorruptRecord(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	if _, err := m.Put(ctx, "a", store.ClusterState{Hysteresis: []byte(`{"old":1}`)}, ""); err != nil {
+	if _, err := m.Put(ctx, "a", storetest.Record(storetest.State{Hysteresis: []byte(`{"old":1}`)}), ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, preload := range []bool{false, true} {
@@ -369,10 +383,10 @@ func TestKeeperReplacesCorruptRecord(t *testing.T) {
 			if _, err := k.Preload(ctx); err != nil {
 				t.Fatalf("preload with a corrupt record: %v", err)
 			}
-		} else if st, err := k.Load(ctx, "a"); err != nil || len(st.Hysteresis) != 0 {
-			t.Fatalf("load of a corrupt record: %v %s", err, st.Hysteresis)
+		} else if err := k.Load(ctx, "a"); err != nil || len(storetest.Memory(k, "a").Hysteresis) != 0 {
+			t.Fatalf("load of a corrupt record: %v %s", err, storetest.Memory(k, "a").Hysteresis)
 		}
-		k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(fmt.Sprintf(`{"new":%v}`, preload)) })
+		storetest.Update(k, "a", func(st *storetest.State) { st.Hysteresis = []byte(fmt.Sprintf(`{"new":%v}`, preload)) })
 		if err := k.Flush(ctx); err != nil {
 			t.Fatalf("flush over a corrupt record (preload %v): %v", preload, err)
 		}
@@ -394,7 +408,7 @@ func TestKeeperTakesOneTerm(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := fmt.Sprint("c", i)
-			k.Update(c, func(st *store.ClusterState) { st.Hysteresis = []byte(`{}`) })
+			storetest.Update(k, c, func(st *storetest.State) { st.Hysteresis = []byte(`{}`) })
 			if err := k.FlushCluster(ctx, c); err != nil {
 				t.Error(err)
 			}
@@ -412,7 +426,7 @@ func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	k, _ := startKeeper(t, m, store.KeeperOptions{Writer: "me"})
-	k.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -423,14 +437,14 @@ func TestKeeperRebuildsADeletedRecord(t *testing.T) {
 	if err := m.Delete(ctx, "a", v); err != nil {
 		t.Fatal(err)
 	}
-	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"checkpoint":2}`) })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Hysteresis = []byte(`{"checkpoint":2}`) })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[p0]" {
 		t.Errorf("record after it was deleted by hand: deletes %s, want [p0]", got)
 	}
-	if got := fmt.Sprint(names(k.State("a").Deletes)); got != "[p0]" {
+	if got := fmt.Sprint(names(storetest.Memory(k, "a").Deletes)); got != "[p0]" {
 		t.Errorf("memory: %s, want [p0]", got)
 	}
 }
@@ -443,7 +457,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
 	old, _ := startKeeper(t, m, store.KeeperOptions{Writer: "old"})
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")} })
+	storetest.Update(old, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p0"), owed("p1")} })
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +465,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 		t.Fatalf("the only writer: %v", err)
 	}
 	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
-	if _, err := leader.Load(ctx, "a"); err != nil {
+	if err := leader.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if leader.Written("a") {
@@ -465,7 +479,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	}
 	// The old leader, resumed with stale memory, drops p0: fenced, nothing
 	// written, and CheckWriter says so before it deletes anything.
-	old.Update("a", func(st *store.ClusterState) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
+	storetest.Update(old, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p1")} })
 	if err := old.Flush(ctx); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("old writer's flush after the claim: %v, want ErrFenced", err)
 	}
@@ -499,14 +513,14 @@ func TestKeeperSnapshotNotHeldBackByTheLedger(t *testing.T) {
 	k, _ := startKeeper(t, partsRefused{m})
 	for i := range 2 {
 		snap := fmt.Appendf(nil, `{"checkpoint":%d}`, i)
-		k.Update("a", func(st *store.ClusterState) {
+		storetest.Update(k, "a", func(st *storetest.State) {
 			st.Hysteresis = snap
 			st.Deletes = append(st.Deletes, owed(fmt.Sprint("p", i)))
 		})
 		if err := k.Flush(ctx); err == nil {
 			t.Fatal("flush with its ledger refused: no error")
 		}
-		if got, _, err := m.Get(ctx, "a"); err != nil || string(got.Hysteresis) != string(snap) {
+		if got, err := getHead(t, m, "a"); err != nil || string(got.Hysteresis) != string(snap) {
 			t.Fatalf("head %s (%v), want the snapshot %s", got.Hysteresis, err, snap)
 		}
 	}
@@ -520,13 +534,13 @@ func TestKeeperLedgerTwiceTheOldLimitKeepsSnapshots(t *testing.T) {
 	m := store.NewMemory()
 	k, _ := startKeeper(t, m)
 	ds := storetest.Deferred(0, 2*storetest.OneRecordBound)
-	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"checkpoint":1}`); st.Deletes = ds })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Hysteresis = []byte(`{"checkpoint":1}`); st.Deletes = ds })
 	if err := k.Flush(ctx); err != nil {
 		t.Fatalf("flush of a ledger of %d: %v", len(ds), err)
 	}
-	k.Update("a", func(st *store.ClusterState) { st.Hysteresis = []byte(`{"checkpoint":2}`) })
+	storetest.Update(k, "a", func(st *storetest.State) { st.Hysteresis = []byte(`{"checkpoint":2}`) })
 	err := k.Flush(ctx)
-	got, _, gerr := m.Get(ctx, "a")
+	got, gerr := getHead(t, m, "a")
 	if err != nil || string(got.Hysteresis) != `{"checkpoint":2}` {
 		t.Fatalf("snapshot checkpoint with a ledger of %d: flush %v; stored snapshot %s (%v)", len(ds), err, got.Hysteresis, gerr)
 	}

@@ -5,21 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
-// A member's state is kept in several records, so that no ledger of pending
-// deletes, however long, fills the record that holds its hysteresis
-// snapshot:
+// A member's state is kept in several records, so that no ledger (pending
+// deletes), however long, fills the record that holds its value sections
+// (the hysteresis snapshot):
 //
-//	<cluster>            head: the hysteresis snapshot (and, as written
-//	                     before ledger parts existed, the deletes too)
-//	<cluster>.ledger-<i> part i of n (i = 1..n): the pending deletes whose
+//	<cluster>            head: the value sections (and, as written before
+//	                     ledger parts existed, the ledgers too)
+//	<cluster>.ledger-<i> part i of n (i = 1..n): the ledger items whose
 //	                     key hashes to i-1 modulo n
 //
 // n is a power of two, as small as lets every part fit MaxRecordBytes
@@ -27,7 +24,7 @@ import (
 // DNS-1123 label (no dot), so no part can be taken for a cluster.
 const partSep = ".ledger-"
 
-// maxParts bounds a ledger's parts (about 14,000 deletes each).
+// maxParts bounds a ledger's parts (about 14,000 pending deletes each).
 const maxParts = 1 << 12
 
 // PartName is the record name of part i (1-based) of a cluster's ledger.
@@ -47,33 +44,50 @@ func RecordOf(name, cluster string) bool {
 	return name == cluster || strings.HasPrefix(name, cluster+partSep)
 }
 
-// Assemble joins a cluster's records (its head and its ledger parts, in any
-// order) into its state: the head's snapshot, term and writer, and every
-// pending delete once. A record that cannot be decoded contributes nothing.
-func Assemble(cluster string, recs []Record) ClusterState {
-	var out ClusterState
-	seen := map[string]bool{}
-	add := func(ds []deletes.PendingDelete) {
-		for _, d := range ds {
-			if k := deleteKey(d); !seen[k] {
-				seen[k] = true
-				out.Deletes = append(out.Deletes, d)
+// stored is one record as read, decoded (err set, wrapping ErrCorrupt,
+// for a record that cannot be).
+type stored struct {
+	name    string
+	st      state
+	version Version
+	err     error
+}
+
+func decodeRecords(recs []Record) []stored {
+	out := make([]stored, len(recs))
+	for i, r := range recs {
+		out[i] = stored{name: r.Name, version: r.Version, err: r.Err}
+		if r.Err == nil {
+			out[i].st, out[i].err = decodeState(r.State)
+		}
+	}
+	return out
+}
+
+// assemble joins a cluster's records (its head and its ledger parts, in
+// any order) into its state: the head's values, term and writer, and every
+// ledger item once. A record that cannot be decoded contributes nothing.
+func assemble(cluster string, recs []stored) state {
+	out := newState()
+	sorted := append([]stored(nil), recs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return partIndex(sorted[i].name, cluster) < partIndex(sorted[j].name, cluster) })
+	for _, r := range sorted {
+		if r.err != nil {
+			continue
+		}
+		if r.name == cluster {
+			out.values = r.st.clone().values
+			out.term, out.writer = r.st.term, r.st.writer
+		}
+		for name, x := range r.st.ledgers {
+			if have, ok := out.ledgers[name]; ok {
+				out.ledgers[name] = have.union(x)
+			} else {
+				out.ledgers[name] = x.none().union(x)
 			}
 		}
 	}
-	sorted := append([]Record(nil), recs...)
-	sort.SliceStable(sorted, func(i, j int) bool { return partIndex(sorted[i].Name, cluster) < partIndex(sorted[j].Name, cluster) })
-	for _, r := range sorted {
-		if r.Err != nil {
-			continue
-		}
-		if r.Name == cluster {
-			out.Hysteresis = append(json.RawMessage(nil), r.State.Hysteresis...)
-			out.Term, out.Writer = r.State.Term, r.State.Writer
-		}
-		add(r.State.Deletes)
-	}
-	return clone(out)
+	return out.clone()
 }
 
 // ReadCluster reads a cluster's records and assembles them (ErrNotFound if
@@ -86,7 +100,7 @@ func ReadCluster(ctx context.Context, s Store, cluster string) (ClusterState, er
 	if len(recs) == 0 {
 		return ClusterState{}, ErrNotFound
 	}
-	return Assemble(cluster, recs), nil
+	return assemble(cluster, decodeRecords(recs)).encode()
 }
 
 // partIndex orders a cluster's records: the head first, then parts by index.
@@ -98,29 +112,29 @@ func partIndex(name, cluster string) int {
 	return i
 }
 
-func deleteKey(d deletes.PendingDelete) string {
-	return d.Namespace + "/" + d.Name + "/" + d.HostUID
-}
-
 // object is one record as the Keeper wants it written, or as it was last
 // read or written.
 type object struct {
-	st      ClusterState
+	st      state
 	sum     [sha256.Size]byte // of the JSON encoding: tells a change apart
 	version Version           // "" for a record not in the store
 	size    int               // encoded (a ledger part laid out here)
 }
 
-func summed(st ClusterState) (object, int, error) {
-	data, err := json.Marshal(st)
+func summed(st state) (object, error) {
+	cs, err := st.encode()
 	if err != nil {
-		return object{}, 0, err
+		return object{}, err
 	}
-	return object{st: st, sum: sha256.Sum256(data)}, len(data), nil
+	data, err := json.Marshal(cs)
+	if err != nil {
+		return object{}, err
+	}
+	return object{st: st, sum: sha256.Sum256(data)}, nil
 }
 
 // ledgerLayout is the last layout of a ledger, kept so that the next one
-// encodes only the parts whose deletes changed.
+// encodes only the parts whose items changed.
 type ledgerLayout struct {
 	objs  map[string]object // the ledger parts (the head is laid out anew)
 	parts int
@@ -133,20 +147,20 @@ type ledgerLayout struct {
 // from n = prev parts (the last layout), doubles n while a part is too
 // large encoded, and halves it once while the whole ledger would fill fewer
 // than a quarter of the parts, so that the count neither flaps nor stays
-// high for ever; a part whose deletes are those of last's is not encoded
+// high for ever; a part whose items are those of last's is not encoded
 // again.
-func layout(cluster string, st ClusterState, prev int, last *ledgerLayout, unchanged bool) (map[string]object, int, error) {
+func layout(cluster string, st state, prev int, last *ledgerLayout, unchanged bool) (map[string]object, int, error) {
 	out := map[string]object{}
-	head, _, err := summed(ClusterState{Hysteresis: st.Hysteresis, Term: st.Term, Writer: st.Writer})
+	head, err := summed(st.head())
 	if err != nil {
 		return nil, 0, err
 	}
 	out[cluster] = head
-	if len(st.Deletes) == 0 {
+	if st.itemCount() == 0 {
 		return out, 0, nil
 	}
 	var reuse map[string]object
-	if last != nil && last.term == st.Term {
+	if last != nil && last.term == st.term {
 		if unchanged {
 			for name, o := range last.objs {
 				if name != cluster {
@@ -178,34 +192,43 @@ func layout(cluster string, st ClusterState, prev int, last *ledgerLayout, uncha
 	}
 }
 
-// splitParts spreads the deletes over n parts by the hash of their key and
-// encodes each (ErrTooLarge if one does not fit), but for a part of reuse
-// with the same deletes; total is the sum of their encoded sizes.
-func splitParts(cluster string, st ClusterState, n int, reuse map[string]object) (map[string]object, int, error) {
-	buckets := make([][]deletes.PendingDelete, n)
-	for _, d := range st.Deletes {
-		h := fnv.New32a()
-		h.Write([]byte(deleteKey(d)))
-		i := int(h.Sum32() & uint32(n-1))
-		buckets[i] = append(buckets[i], d)
+// splitParts spreads the ledger items over n parts by the hash of their
+// key and encodes each (ErrTooLarge if one does not fit), but for a part of
+// reuse with the same items; total is the sum of their encoded sizes.
+func splitParts(cluster string, st state, n int, reuse map[string]object) (map[string]object, int, error) {
+	parts := make([]state, n)
+	for name, x := range st.ledgers {
+		for i, bucket := range x.split(n) {
+			if bucket == nil {
+				continue
+			}
+			if parts[i].ledgers == nil {
+				parts[i] = newState()
+				parts[i].term, parts[i].writer = st.term, st.writer
+			}
+			parts[i].ledgers[name] = bucket
+		}
 	}
 	out, total := map[string]object{}, 0
-	for i, ds := range buckets {
-		if len(ds) == 0 {
+	for i, part := range parts {
+		if part.ledgers == nil {
 			continue
 		}
 		name := PartName(cluster, i+1)
-		if o, ok := reuse[name]; ok && o.st.Writer == st.Writer && sameDeletes(o.st.Deletes, ds) {
+		if o, ok := reuse[name]; ok && o.st.writer == st.writer && sameLedgers(o.st.ledgers, part.ledgers) {
 			out[name] = o
 			total += o.size
 			continue
 		}
-		part := ClusterState{Deletes: ds, Term: st.Term, Writer: st.Writer}
-		data, _, err := Encode(part)
+		cs, err := part.encode()
+		if err != nil {
+			return nil, 0, err
+		}
+		data, _, err := Encode(cs)
 		if err != nil {
 			return nil, 0, fmt.Errorf("ledger part %d of %d: %w", i+1, n, err)
 		}
-		o, _, err := summed(part)
+		o, err := summed(part)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -216,24 +239,28 @@ func splitParts(cluster string, st ClusterState, n int, reuse map[string]object)
 	return out, total, nil
 }
 
-// loses reports whether writing want over have drops a delete have holds
-// (or, for want nil, removes the record): such writes wait until every
-// write that adds deletes has succeeded, so a delete moved from one part to
-// another is never missing from the store in between.
+// loses reports whether writing want over have drops a ledger item have
+// holds (or, for want nil, removes the record): such writes wait until
+// every write that adds items has succeeded, so an item moved from one part
+// to another is never missing from the store in between.
 func loses(have object, want *object) bool {
-	if len(have.st.Deletes) == 0 {
+	if have.st.itemCount() == 0 {
 		return false
 	}
 	if want == nil {
 		return true
 	}
-	keep := make(map[string]bool, len(want.st.Deletes))
-	for _, d := range want.st.Deletes {
-		keep[deleteKey(d)] = true
-	}
-	for _, d := range have.st.Deletes {
-		if !keep[deleteKey(d)] {
-			return true
+	for name, x := range have.st.ledgers {
+		keep := map[string]bool{}
+		if w := want.st.ledgers[name]; w != nil {
+			for _, k := range w.keys() {
+				keep[k] = true
+			}
+		}
+		for _, k := range x.keys() {
+			if !keep[k] {
+				return true
+			}
 		}
 	}
 	return false

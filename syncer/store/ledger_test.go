@@ -13,7 +13,7 @@ import (
 // storetest.OneRecordBound at or just under it.
 func TestOneRecordBound(t *testing.T) {
 	fits := func(n int) bool {
-		_, _, err := store.Encode(store.ClusterState{Hysteresis: storetest.Snapshot(1), Deletes: storetest.Deferred(0, n), Term: 12, Writer: "leafsync-7c9d6f5b8-x2k4q/1"})
+		_, _, err := store.Encode(storetest.Record(storetest.State{Hysteresis: storetest.Snapshot(1), Deletes: storetest.Deferred(0, n), Term: 12, Writer: "leafsync-7c9d6f5b8-x2k4q/1"}))
 		return err == nil
 	}
 	lo, hi := 1, 100_000

@@ -19,19 +19,21 @@
 //     (Update) and read it (State); the Keeper writes in the background,
 //     coalescing, retrying with backoff, fenced by its term.
 //
-// What goes into a record is decided by its owners: syncer/enginestate
-// writes the engine's snapshot, pod sync its pending deletes
-// (syncer/podsync/deletes).
+// What goes into a record is decided by its owners, each declaring its
+// section (section.go) with its type and merge: syncer/enginestate the
+// engine's snapshot, pod sync its pending deletes (syncer/podsync/deletes).
+// The store imports none of them.
 //
 // See docs/state-store.md.
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-
-	"github.com/leafsync/leafsync/syncer/podsync/deletes"
+	"fmt"
+	"sort"
 )
 
 // ErrConflict: the record changed since it was read (another writer).
@@ -59,19 +61,85 @@ var ErrFenced = errors.New("store: fenced: a newer leafsync writer took over")
 // Version identifies what a writer read; "" means "no record yet".
 type Version string
 
-// ClusterState is everything persisted about one member cluster.
+// ClusterState is one record as stored, or a member's records assembled
+// (ReadCluster): its sections by name, each its owner's JSON (see Section
+// and Ledger), and who wrote it. On the wire it is one JSON object: every
+// section a field beside "term" and "writer".
 type ClusterState struct {
-	// Hysteresis is the engine's snapshot of the cluster
-	// (hysteresis.Fleet.SnapshotCluster), versioned JSON.
-	Hysteresis json.RawMessage `json:"hysteresis,omitempty"`
-	// Deletes are downstream pod deletes leafsync owes or defers (pod
-	// sync's records: package deletes).
-	Deletes []deletes.PendingDelete `json:"deletes,omitempty"`
-
+	Sections map[string]json.RawMessage
 	// Term and Writer say who wrote the record (set by the Keeper on
 	// every write; ignored when comparing states).
-	Term   uint64 `json:"term,omitempty"`
-	Writer string `json:"writer,omitempty"`
+	Term   uint64
+	Writer string
+}
+
+// MarshalJSON writes the sections (by name, empty ones left out), then
+// term and writer.
+func (st ClusterState) MarshalJSON() ([]byte, error) {
+	names := make([]string, 0, len(st.Sections))
+	for name, raw := range st.Sections {
+		if !empty(raw) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	field := func(name string, v any) error {
+		if buf.Len() > 1 {
+			buf.WriteByte(',')
+		}
+		k, _ := json.Marshal(name)
+		data, err := json.Marshal(v)
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(data)
+		return err
+	}
+	for _, name := range names {
+		if err := field(name, st.Sections[name]); err != nil {
+			return nil, fmt.Errorf("section %s: %w", name, err)
+		}
+	}
+	if st.Term != 0 {
+		_ = field("term", st.Term)
+	}
+	if st.Writer != "" {
+		_ = field("writer", st.Writer)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote: every field but term and
+// writer is a section.
+func (st *ClusterState) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	*st = ClusterState{}
+	for name, raw := range fields {
+		var err error
+		switch name {
+		case "term":
+			err = json.Unmarshal(raw, &st.Term)
+		case "writer":
+			err = json.Unmarshal(raw, &st.Writer)
+		default:
+			if empty(raw) {
+				continue
+			}
+			if st.Sections == nil {
+				st.Sections = map[string]json.RawMessage{}
+			}
+			st.Sections[name] = raw
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // Record is one record as read from a backend.

@@ -16,6 +16,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/enginestate"
 	"github.com/leafsync/leafsync/syncer/store"
 	"github.com/leafsync/leafsync/syncer/store/kubestore"
+	"github.com/leafsync/leafsync/syncer/store/storetest"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -149,7 +150,7 @@ func saveState(t *testing.T, s store.Store, cluster string, clock time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(context.Background(), cluster, store.ClusterState{Hysteresis: snap}, ""); err != nil {
+	if _, err := s.Put(context.Background(), cluster, storetest.Record(storetest.State{Hysteresis: snap}), ""); err != nil {
 		t.Fatalf("saving the state of %s: %v", cluster, err)
 	}
 }

@@ -94,9 +94,9 @@ type snapshot struct {
 	} `json:"counters"`
 }
 
-func readRecord(t *testing.T, s store.Store, cluster string) (store.ClusterState, snapshot, error) {
+func readRecord(t *testing.T, s store.Store, cluster string) (storetest.State, snapshot, error) {
 	t.Helper()
-	st, err := store.ReadCluster(context.Background(), s, cluster)
+	st, err := readCluster(context.Background(), s, cluster)
 	if err != nil {
 		return st, snapshot{}, err
 	}
@@ -434,7 +434,16 @@ func restartScenarios(t *testing.T, f *fleet, storeSnippet string, s store.Store
 	})
 }
 
-func hasOwed(st store.ClusterState, name string) bool {
+// readCluster reads a member's records, assembled.
+func readCluster(ctx context.Context, s store.Store, cluster string) (storetest.State, error) {
+	cs, err := store.ReadCluster(ctx, s, cluster)
+	if err != nil {
+		return storetest.State{}, err
+	}
+	return storetest.Read(cs)
+}
+
+func hasOwed(st storetest.State, name string) bool {
 	for _, d := range st.Deletes {
 		if d.Kind == deletes.Owed && d.Name == name {
 			return true
@@ -446,12 +455,16 @@ func hasOwed(st store.ClusterState, name string) bool {
 // addOwed adds a pending delete to a record, conditionally.
 func addOwed(t *testing.T, s store.Store, cluster string, d deletes.PendingDelete) {
 	t.Helper()
-	st, v, err := s.Get(context.Background(), cluster)
+	cs, v, err := s.Get(context.Background(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storetest.Read(cs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Deletes = append(st.Deletes, d)
-	if _, err := s.Put(context.Background(), cluster, st, v); err != nil {
+	if _, err := s.Put(context.Background(), cluster, storetest.Record(st), v); err != nil {
 		t.Fatalf("recording an owed delete for %s: %v", cluster, err)
 	}
 }
@@ -511,15 +524,15 @@ func TestEtcdStoreSurvivesMemberLoss(t *testing.T) {
 	t.Cleanup(func() { stop(); <-stopped })
 	const clusters = 30
 	name := func(i int) string { return fmt.Sprintf("member-%02d", i) }
-	want := map[string]store.ClusterState{}
+	want := map[string]storetest.State{}
 	write := func(round int) {
 		for i := range clusters {
-			k.Update(name(i), func(st *store.ClusterState) {
+			storetest.Update(k, name(i), func(st *storetest.State) {
 				st.Hysteresis = json.RawMessage(fmt.Sprintf(`{"version":1,"cluster":%q,"round":%d}`, name(i), round))
 				st.Deletes = append(st.Deletes, deletes.PendingDelete{Kind: deletes.Owed, Namespace: "ns",
 					Name: fmt.Sprintf("pod-%d", round), HostUID: fmt.Sprintf("uid-%d-%d", i, round), Since: time.Unix(int64(round), 0).UTC()})
 			})
-			want[name(i)] = k.State(name(i))
+			want[name(i)] = storetest.Memory(k, name(i))
 		}
 	}
 	flush := func(what string) {
@@ -554,7 +567,7 @@ func TestEtcdStoreSurvivesMemberLoss(t *testing.T) {
 		defer r.Close()
 		harness.Eventually(t, 30*time.Second, what, func() error {
 			for c, w := range want {
-				st, err := store.ReadCluster(ctx, r, c)
+				st, err := readCluster(ctx, r, c)
 				if err != nil {
 					return fmt.Errorf("%s: %w", c, err)
 				}

@@ -1,10 +1,25 @@
 // Package deletes is pod sync's record of the downstream pod deletes that
-// wait — owed, deferred or retained — as kept in a member's state record
-// (store.ClusterState.Deletes), and the rule for merging two writers'
-// versions of it.
+// wait — owed, deferred or retained — as kept in a member's state (the
+// store section Pending), and the rule for merging two writers' versions
+// of it.
 package deletes
 
-import "time"
+import (
+	"time"
+
+	"github.com/leafsync/leafsync/syncer/store"
+)
+
+// Pending is the pending deletes of a member in the state store: a ledger
+// section ("deletes" in its records) with one item per namespace, name and
+// host UID, spread over the member's ledger parts, merged by Merge.
+var Pending = store.NewLedger(store.Ledger[PendingDelete]{
+	Name:  "deletes",
+	Key:   func(d PendingDelete) string { return d.Namespace + "/" + d.Name + "/" + d.HostUID },
+	Equal: equal,
+	Clone: cloneOne,
+	Merge: Merge,
+})
 
 // DeleteKind says why a downstream delete waits.
 type DeleteKind string
@@ -48,20 +63,24 @@ type PendingDelete struct {
 	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 }
 
-// Clone returns a deep copy of ds (nil stays nil).
-func Clone(ds []PendingDelete) []PendingDelete {
+// clone returns a deep copy of ds (nil stays nil).
+func clone(ds []PendingDelete) []PendingDelete {
 	if ds == nil {
 		return nil
 	}
 	out := make([]PendingDelete, len(ds))
 	for i, d := range ds {
-		if d.GracePeriodSeconds != nil {
-			g := *d.GracePeriodSeconds
-			d.GracePeriodSeconds = &g
-		}
-		out[i] = d
+		out[i] = cloneOne(d)
 	}
 	return out
+}
+
+func cloneOne(d PendingDelete) PendingDelete {
+	if d.GracePeriodSeconds != nil {
+		g := *d.GracePeriodSeconds
+		d.GracePeriodSeconds = &g
+	}
+	return d
 }
 
 type key struct{ namespace, name, hostUID string }
@@ -113,7 +132,7 @@ func Merge(base, theirs, mine []PendingDelete) []PendingDelete {
 			}
 		}
 	}
-	return Clone(out)
+	return clone(out)
 }
 
 func equal(x, y PendingDelete) bool {

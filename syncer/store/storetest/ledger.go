@@ -98,7 +98,7 @@ func LedgerTwiceTheOldLimit(t *testing.T, open func(t *testing.T) store.Store, c
 	check := func(what string, snapshot []byte, n int) []store.Record {
 		t.Helper()
 		r := open(t)
-		st, err := store.ReadCluster(ctx, r, c)
+		st, err := readCluster(r, c)
 		if err != nil || string(st.Hysteresis) != string(snapshot) || len(st.Deletes) != n {
 			t.Fatalf("%s: read back snapshot %.40s… and %d deletes (%v), want %.40s… and %d", what, st.Hysteresis, len(st.Deletes), err, snapshot, n)
 		}
@@ -110,7 +110,7 @@ func LedgerTwiceTheOldLimit(t *testing.T, open func(t *testing.T) store.Store, c
 	}
 
 	n := 2 * OneRecordBound
-	k.Update(c, func(st *store.ClusterState) { st.Hysteresis, st.Deletes = Snapshot(1), Deferred(0, n) })
+	Update(k, c, func(st *State) { st.Hysteresis, st.Deletes = Snapshot(1), Deferred(0, n) })
 	written(fmt.Sprintf("%d deferred deletes", n))
 	recs := check("the first write", Snapshot(1), n)
 	if len(recs) < 3 {
@@ -118,7 +118,7 @@ func LedgerTwiceTheOldLimit(t *testing.T, open func(t *testing.T) store.Store, c
 	}
 	t.Logf("%d deletes in %d records (the head and %d ledger parts)", n, len(recs), len(recs)-1)
 
-	k.Update(c, func(st *store.ClusterState) { st.Hysteresis = Snapshot(2) })
+	Update(k, c, func(st *State) { st.Hysteresis = Snapshot(2) })
 	if w := written("a checkpoint of the snapshot"); w != 1 {
 		t.Errorf("a snapshot change made %d writes, want 1 (the head only)", w)
 	}
@@ -126,13 +126,13 @@ func LedgerTwiceTheOldLimit(t *testing.T, open func(t *testing.T) store.Store, c
 
 	reaped := Deferred(n, 1)[0]
 	reaped.Kind, reaped.Replacement = deletes.Owed, ""
-	k.Update(c, func(st *store.ClusterState) { st.Deletes = append(st.Deletes, reaped) })
+	Update(k, c, func(st *State) { st.Deletes = append(st.Deletes, reaped) })
 	if w := written("an owed delete recorded by reaping"); w != 1 {
 		t.Errorf("one owed delete made %d writes, want 1 (its ledger part)", w)
 	}
 	check("after reaping", Snapshot(2), n+1)
 
-	k.Update(c, func(st *store.ClusterState) { st.Deletes = st.Deletes[n/2:] })
+	Update(k, c, func(st *State) { st.Deletes = st.Deletes[n/2:] })
 	written("half of the deletes executed")
 	recs = check("after executing half", Snapshot(2), n/2+1)
 	t.Logf("%d deletes left in %d records", n/2+1, len(recs))

@@ -1,0 +1,261 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/go-logr/logr"
+)
+
+// recordSet is what the Keeper knows of a cluster's records in the store.
+type recordSet struct {
+	known bool              // objs reflect the store (read or written here)
+	objs  map[string]object // the records as of the last read or write
+	parts int               // ledger parts of the last layout written
+	// laidOut is the last layout, made at ledger count laidOutAt, so that
+	// a value checkpoint does not encode a long ledger again, and a change
+	// only its parts.
+	laidOut   *ledgerLayout
+	laidOutAt uint64
+}
+
+// index takes the records read as the cluster's records in the store, and
+// reports whether one needs writing back (claim): written in another term
+// than ours, in the one-record format of earlier versions, or undecodable.
+func (rs *recordSet) index(cluster string, recs []stored, term uint64, log logr.Logger) (claim bool) {
+	rs.objs, rs.parts, rs.known = map[string]object{}, 0, true
+	for _, r := range recs {
+		if r.name != cluster {
+			rs.parts++
+		}
+		if r.err != nil {
+			log.Error(r.err, "saved state cannot be decoded; it will be replaced", "cluster", cluster, "record", r.name)
+			rs.objs[r.name] = object{version: r.version}
+			claim = true
+			continue
+		}
+		o, err := summed(r.st)
+		if err != nil {
+			o = object{}
+		}
+		o.st, o.version = r.st, r.version
+		rs.objs[r.name] = o
+		if term == 0 || r.st.term != term || (r.name == cluster && r.st.itemCount() > 0) {
+			claim = true
+		}
+	}
+	return claim
+}
+
+// sync writes (or deletes) one cluster's records: the head with the value
+// sections, and the ledger parts its items need (layout). Only records
+// that changed are written. Writes that drop a ledger item from a record
+// wait until every other write succeeded, so an item moving between
+// records (or out of a head of the one-record format) is never missing
+// from the store; a failing ledger write never holds back the head. A
+// conflict is merged (resolve) and written again.
+func (k *Keeper) sync(ctx context.Context, cluster string) error {
+	for attempt := 0; ; attempt++ {
+		term, fenced := k.fence.state()
+		if fenced != nil {
+			return fenced
+		}
+		k.mu.Lock()
+		e := k.entries[cluster]
+		if e == nil || !e.pending() {
+			k.mu.Unlock()
+			return nil
+		}
+		if !e.known {
+			k.mu.Unlock()
+			if err := k.resolve(ctx, cluster, false); err != nil {
+				return err
+			}
+			continue
+		}
+		gone, seq, prev := e.gone, e.seq, e.parts
+		st := e.mem.clone()
+		st.term, st.writer = term, k.opts.Writer
+		ledger, last, unchanged := e.ledger, e.laidOut, e.laidOutAt == e.ledger
+		have := make(map[string]object, len(e.objs))
+		for name, o := range e.objs {
+			have[name] = o
+		}
+		k.mu.Unlock()
+
+		want, parts := map[string]object{}, 0
+		if !gone {
+			var err error
+			if want, parts, err = layout(cluster, st, prev, last, unchanged); err != nil {
+				return err
+			}
+			k.mu.Lock()
+			e.laidOut, e.laidOutAt = &ledgerLayout{objs: want, parts: parts, term: st.term}, ledger
+			k.mu.Unlock()
+		}
+		conflict, err := k.writeObjects(ctx, cluster, e, want, have)
+		switch {
+		case err != nil:
+			return err
+		case !conflict:
+			k.mu.Lock()
+			e.flushed, e.parts = seq, parts
+			if e.seq == seq {
+				e.dirty = false
+				if gone {
+					delete(k.entries, cluster)
+				}
+			}
+			k.mu.Unlock()
+			return nil
+		case attempt >= 3:
+			return fmt.Errorf("%w (still conflicting after %d merges)", ErrConflict, attempt)
+		}
+		if err := k.resolve(ctx, cluster, true); err != nil {
+			return err
+		}
+	}
+}
+
+// change is one record write: want nil deletes the record.
+type change struct {
+	name string
+	want *object
+	have object
+	lose bool
+}
+
+// writeObjects writes the records that differ between want and have:
+// first those that drop no ledger item (the head first), then, if all of
+// them succeeded, those that do (deletions last). It stops at a conflict
+// (conflict true: the caller merges and tries again).
+func (k *Keeper) writeObjects(ctx context.Context, cluster string, e *entry, want, have map[string]object) (conflict bool, err error) {
+	var changes []change
+	for name, w := range want {
+		h := have[name]
+		if h.version != "" && h.sum == w.sum {
+			continue
+		}
+		changes = append(changes, change{name: name, want: &w, have: h, lose: loses(h, &w)})
+	}
+	for name, h := range have {
+		if _, ok := want[name]; !ok && h.version != "" {
+			changes = append(changes, change{name: name, have: h, lose: true})
+		}
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		a, b := changes[i], changes[j]
+		if a.lose != b.lose {
+			return !a.lose
+		}
+		if (a.want == nil) != (b.want == nil) {
+			return a.want != nil
+		}
+		return partIndex(a.name, cluster) < partIndex(b.name, cluster) // head first
+	})
+	var errs []error
+	for _, c := range changes {
+		if c.lose && len(errs) > 0 {
+			break
+		}
+		var (
+			nv  Version
+			err error
+		)
+		if c.want == nil {
+			err = k.calls.del(ctx, c.name, c.have.version)
+		} else {
+			nv, err = k.calls.put(ctx, c.name, c.want.st, c.have.version)
+		}
+		switch {
+		case errors.Is(err, ErrConflict):
+			return true, nil
+		case err != nil:
+			errs = append(errs, fmt.Errorf("record %s: %w", c.name, err))
+			continue
+		}
+		k.mu.Lock()
+		if c.want == nil {
+			delete(e.objs, c.name)
+		} else {
+			o := *c.want
+			o.version = nv
+			e.objs[c.name] = o
+		}
+		k.mu.Unlock()
+	}
+	return false, errors.Join(errs...)
+}
+
+// resolve reads a cluster's records and merges them into memory: after a
+// conflicting write (conflict: fenced if a newer term exists, otherwise the
+// records were changed by an older writer), or before the first write of a
+// cluster never read.
+func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) error {
+	if conflict {
+		if err := k.fence.check(ctx); err != nil {
+			return err
+		}
+	}
+	raw, err := k.calls.list(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	recs := decodeRecords(raw)
+	term, _ := k.fence.state()
+	if !conflict && newerTerm(recs, term) {
+		// Written by a newer leader: check fences this Keeper.
+		if err := k.fence.check(ctx); err != nil {
+			return err
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entryLocked(cluster)
+	if e.known && len(recs) == 0 {
+		// Every record is gone (deleted by hand: no writer of an older
+		// term deletes records it did not forget). Merging with nothing
+		// would drop every item this Keeper knew; memory is the record
+		// now, and is written afresh.
+		e.objs = map[string]object{}
+		k.conflicts++
+		k.log.Info("state record was deleted outside leafsync; rebuilding it from memory", "cluster", cluster, "items", e.mem.itemCount())
+		return nil
+	}
+	theirs := assemble(cluster, recs)
+	base := newState()
+	if e.known {
+		base = e.assembled(cluster)
+	}
+	if !e.gone {
+		e.mem = mergeStates(base, theirs, e.mem)
+		e.ledger++
+	}
+	e.index(cluster, recs, term, k.log)
+	if conflict {
+		k.conflicts++
+		k.log.Info("state record changed by an older writer; merged it and writing again",
+			"cluster", cluster, "recordTerm", theirs.term, "recordWriter", theirs.writer, "term", term)
+	}
+	return nil
+}
+
+func newerTerm(recs []stored, term uint64) bool {
+	for _, r := range recs {
+		if r.err == nil && r.st.term > term {
+			return true
+		}
+	}
+	return false
+}
+
+// assembled is the state of the records as last read or written.
+func (rs *recordSet) assembled(cluster string) state {
+	recs := make([]stored, 0, len(rs.objs))
+	for name, o := range rs.objs {
+		recs = append(recs, stored{name: name, st: o.st, version: o.version})
+	}
+	return assemble(cluster, recs)
+}
