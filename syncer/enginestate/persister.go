@@ -20,12 +20,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
@@ -224,9 +226,10 @@ func (p *Persister) preload(ctx context.Context) error {
 		}
 		deadline = now.Add(time.Second)
 	}
+	// Each read is bounded by the deadline too, should the store hang.
 	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
 	defer cancel()
-	wait := 100 * time.Millisecond
+	backoff := preloadRetry
 	for {
 		p.lastAttempt = p.opts.Clock.Now()
 		n, err := p.keeper.Preload(ctx)
@@ -234,14 +237,21 @@ func (p *Persister) preload(ctx context.Context) error {
 			p.log.Info("read saved state of the fleet", "records", n, "backend", p.keeper.Backend())
 			return nil
 		}
+		wait := min(backoff.Step(), deadline.Sub(p.opts.Clock.Now()))
+		if wait <= 0 {
+			return fmt.Errorf("reading saved state: %w", err)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("reading saved state: %w", err)
 		case <-p.opts.Clock.After(wait):
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }
+
+// preloadRetry spaces the reads of an unavailable store: 100ms, doubling,
+// at most 2s.
+var preloadRetry = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 
 // Observed is called after every observation the engine accepted, with its
 // decision (clusters.Options.OnObserve). It writes the decision's snapshot
