@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -98,6 +99,36 @@ type env struct {
 	eng *engine
 	rec *recorder
 	srv *membertest.Server
+	// clk drives the probes and status times: a probe interval passes
+	// when the test says so (tick, ticks).
+	clk *clocktesting.FakeClock
+}
+
+// probeInterval of the members in these tests.
+const probeInterval = 100 * time.Millisecond
+
+// tick lets one probe interval pass, if a probe (or an identity check)
+// waits for it.
+func (e *env) tick() {
+	if e.clk.HasWaiters() {
+		e.clk.Step(probeInterval)
+	}
+}
+
+// ticks lets n probe intervals pass, each once something waits for it (a
+// probe runs between two).
+func (e *env) ticks(n int) {
+	e.t.Helper()
+	for range n {
+		deadline := time.Now().Add(10 * time.Second)
+		for !e.clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				e.t.Fatal("no probe waits for the clock")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		e.clk.Step(probeInterval)
+	}
 }
 
 // testHost is the host's identity in these tests.
@@ -106,7 +137,7 @@ const testHost = "host-uid"
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	fc := hysteresis.DefaultFleetConfig()
-	fc.ProbeInterval = hysteresis.D(100 * time.Millisecond)
+	fc.ProbeInterval = hysteresis.D(probeInterval)
 	fleet, err := hysteresis.NewFleet(fc)
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +152,7 @@ func newEnv(t *testing.T) *env {
 		eng: &engine{Fleet: fleet, obs: map[string]int{}},
 		rec: &recorder{},
 		srv: membertest.NewServer(t, []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, nil),
+		clk: clocktesting.NewFakeClock(time.Now()),
 	}
 	e.ctl, err = New(e.c, Options{
 		Namespace:      ns,
@@ -128,6 +160,7 @@ func newEnv(t *testing.T) *env {
 		Recorder:       e.rec,
 		Logger:         testr.New(t),
 		StatusInterval: time.Nanosecond,
+		Clock:          e.clk,
 		Runtime: RuntimeSettings{
 			UserAgent:    "leafsync/test",
 			ProbeTimeout: time.Second,
@@ -181,6 +214,8 @@ func (e *env) update(name string, mutate func(*corev1.Secret)) {
 }
 
 func (e *env) reconcile(name string) (reconcile.Result, error) {
+	// StatusInterval (1ns) has passed since the last status write.
+	e.clk.Step(time.Nanosecond)
 	return e.ctl.Reconcile(e.ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 }
 
@@ -201,6 +236,7 @@ func (e *env) eventually(name, what string, cond func() bool) {
 			e.t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+		e.tick()
 		e.mustReconcile(name)
 	}
 }
@@ -324,6 +360,8 @@ func TestRegisterConnectDeregister(t *testing.T) {
 			removed = ev.Type == MemberRemoved
 		case <-deadline:
 			t.Fatal("the subscriber never saw MemberRemoved")
+		case <-time.After(20 * time.Millisecond):
+			e.tick()
 		}
 	}
 	e.ctl.Shutdown()
@@ -454,8 +492,11 @@ func TestCredentialRotationKeepsHysteresisState(t *testing.T) {
 	for replaced.Type != MemberReplaced {
 		select {
 		case replaced = <-sub.Events():
-		case <-time.After(time.Until(deadline)):
-			t.Fatal("no MemberReplaced event")
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no MemberReplaced event")
+			}
+			e.tick()
 		}
 	}
 	if replaced.Member.Runtime == first.Runtime || replaced.Member.Generation != 2 || replaced.Previous == nil {
@@ -574,6 +615,7 @@ func TestRestartIsQuiet(t *testing.T) {
 			t.Fatal("no successful probe after restart")
 		}
 		time.Sleep(20 * time.Millisecond)
+		e.tick()
 	}
 	e.mustReconcile("east")
 	if len(e.rec.events) != n {
@@ -612,6 +654,8 @@ func TestSubscriptionSeesStateChanges(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatal("no Decided event with a transition")
+		case <-time.After(20 * time.Millisecond):
+			e.tick()
 		}
 	}
 }

@@ -3,7 +3,6 @@ package clusters
 import (
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +42,7 @@ func TestMemberIdentityPinned(t *testing.T) {
 		!strings.Contains(ev, registration.AnnotationMemberIdentity+"-") {
 		t.Errorf("event = %q, want a Warning naming both identities and how to confirm", ev)
 	}
-	time.Sleep(500 * time.Millisecond) // several probe intervals: nothing is promoted
+	e.ticks(5) // several probe intervals: nothing is promoted
 	if m, _ := e.ctl.Registry().Member("east"); m.Runtime != first.Runtime || m.Generation != 1 {
 		t.Errorf("the refused kubeconfig replaced the runtime: generation %d", m.Generation)
 	}
@@ -73,7 +72,7 @@ func TestMemberIdentityMismatchAtStart(t *testing.T) {
 	e.mustReconcile("east")
 	e.eventually("east", "refused", func() bool { return e.phase("east") == "Refused/"+reasonMemberIdentityChanged })
 	m, _ := e.ctl.Registry().Member("east")
-	time.Sleep(300 * time.Millisecond)
+	e.ticks(3)
 	if m.Runtime.HasSynced() {
 		t.Error("the runtime of a refused member started its informers")
 	}

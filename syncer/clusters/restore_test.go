@@ -89,6 +89,7 @@ func TestRestoreBeforeFirstObservation(t *testing.T) {
 			t.Fatalf("no transition after %d observations", n)
 		}
 		time.Sleep(10 * time.Millisecond)
+		e.tick()
 	}
 	mu.Lock()
 	defer mu.Unlock()
