@@ -32,6 +32,12 @@ type KeeperOptions struct {
 	// OnCall, if set, is called after every store call (for metrics). It
 	// must not block.
 	OnCall func(CallEvent)
+	// Verify is how often the records of a member with ledger parts are
+	// read back while nothing changes (default 1m), so that a part
+	// deleted by hand is written again from memory. Members without
+	// parts are not read: a head deleted by hand conflicts at its next
+	// write and is rebuilt then.
+	Verify time.Duration
 	// Clock drives coalescing, backoff and the figures (real when nil).
 	Clock clock.WithTicker
 }
@@ -129,6 +135,9 @@ func NewKeeper(s Store, log logr.Logger, opts ...KeeperOptions) *Keeper {
 	if o.Parallel <= 0 {
 		o.Parallel = 4
 	}
+	if o.Verify <= 0 {
+		o.Verify = time.Minute
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -214,6 +223,7 @@ func (k *Keeper) absorbLocked(cluster string, recs []stored) {
 	}
 	term, _ := k.fence.state()
 	claim := e.index(cluster, recs, term, k.log)
+	e.verifiedAt = k.opts.Clock.Now()
 	e.ledger++
 	if claim {
 		// Claim the records: write them back with this Keeper's term, so
@@ -425,10 +435,38 @@ func (k *Keeper) reconcile(ctx context.Context, key string) (runner.Result, erro
 	} else {
 		err = k.write(ctx, key)
 	}
-	if errors.Is(err, ErrFenced) {
+	switch {
+	case errors.Is(err, ErrFenced):
 		return runner.Result{}, nil
+	case err != nil:
+		return runner.Result{}, err
 	}
-	return runner.Result{}, err
+	return runner.Result{RequeueAfter: k.verifyIn(key)}, nil
+}
+
+// verifyIn is when a cluster's records are due to be read back: only a
+// cluster with ledger parts is (0: never).
+func (k *Keeper) verifyIn(cluster string) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entries[cluster]
+	if e == nil || !e.known || e.parts == 0 {
+		return 0
+	}
+	if d := e.verifiedAt.Add(k.opts.Verify).Sub(k.opts.Clock.Now()); d > 0 {
+		return d
+	}
+	return k.opts.Verify
+}
+
+// verifyDue reports whether a cluster with nothing to write is due to have
+// its records read back.
+func (k *Keeper) verifyDue(cluster string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entries[cluster]
+	return e != nil && e.known && !e.pending() && e.parts > 0 &&
+		!k.opts.Clock.Now().Before(e.verifiedAt.Add(k.opts.Verify))
 }
 
 // write writes one cluster and answers the flushes waiting for it. Only a
@@ -436,6 +474,9 @@ func (k *Keeper) reconcile(ctx context.Context, key string) (runner.Result, erro
 // cluster is never written twice at once.
 func (k *Keeper) write(ctx context.Context, cluster string) error {
 	err := k.fence.ensure(ctx)
+	if err == nil && k.verifyDue(cluster) {
+		err = k.resolve(ctx, cluster, false)
+	}
 	if err == nil {
 		if err = k.sync(ctx, cluster); err != nil {
 			err = fmt.Errorf("cluster %s: %w", cluster, err)

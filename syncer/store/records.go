@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -19,6 +20,8 @@ type recordSet struct {
 	// only its parts.
 	laidOut   *ledgerLayout
 	laidOutAt uint64
+	// verifiedAt is when the records were last read.
+	verifiedAt time.Time
 }
 
 // index takes the records read as the cluster's records in the store, and
@@ -224,6 +227,25 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 		k.log.Info("state record was deleted outside leafsync; rebuilding it from memory", "cluster", cluster, "items", e.mem.itemCount())
 		return nil
 	}
+	// A record this Keeper wrote in its term that is gone was deleted by
+	// hand (a newer writer would have fenced it; an older one conflicts):
+	// its items are not executed, and memory writes it again.
+	present := map[string]bool{}
+	for _, r := range recs {
+		present[r.name] = true
+	}
+	var lost []string
+	for name, o := range e.objs {
+		if !present[name] && o.version != "" && term != 0 && o.st.term == term {
+			lost = append(lost, name)
+			recs = append(recs, stored{name: name, st: o.st})
+		}
+	}
+	if len(lost) > 0 {
+		k.log.Info("state records were deleted outside leafsync; writing them again from memory", "cluster", cluster, "records", lost)
+		k.changedLocked(cluster, e)
+	}
+	e.verifiedAt = k.opts.Clock.Now()
 	theirs := assemble(cluster, recs)
 	base := newState()
 	if e.known {
