@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/syncer/member/membertest"
@@ -128,10 +130,14 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 
 	var mu sync.Mutex
 	var observations []hysteresis.Observation
+	// The probes' timer runs on a fake clock: the test says when the next
+	// probe is due, and can show that none comes after Stop.
+	fc := clocktesting.NewFakeClock(time.Now())
 	rt, err := New(Options{
 		Cluster:       "east",
 		RESTConfig:    api.RESTConfig(),
 		UserAgent:     "leafsync/test",
+		Clock:         fc,
 		ProbeInterval: 100 * time.Millisecond,
 		Observe: func(obs hysteresis.Observation) time.Duration {
 			mu.Lock()
@@ -168,18 +174,21 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 	if ua := api.UserAgent(); !strings.HasPrefix(ua, "leafsync/test") {
 		t.Errorf("user agent = %q", ua)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Each probe is real I/O against the test server: wait for it (a
+	// liveness bound), and step the clock whenever the prober waits for
+	// its next one.
+	probes := 0
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()
-		n := len(observations)
+		probes = len(observations)
 		mu.Unlock()
-		if n >= 3 {
-			break
+		if probes < 3 && fc.HasWaiters() {
+			fc.Step(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d probe observations", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return probes >= 3, nil
+	})
+	if err != nil {
+		t.Fatalf("only %d probe observations: %v", probes, err)
 	}
 	mu.Lock()
 	for _, o := range observations {
@@ -206,10 +215,15 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 	if api.OpenWatches() != 0 {
 		t.Errorf("watches still open after Stop: %d", api.OpenWatches())
 	}
+	// Stop returned once the prober did: nothing waits for the next probe,
+	// and a probe interval passing brings none.
 	mu.Lock()
 	n := len(observations)
 	mu.Unlock()
-	time.Sleep(250 * time.Millisecond)
+	if fc.HasWaiters() {
+		t.Error("the prober still waits for its next probe after Stop")
+	}
+	fc.Step(time.Hour)
 	mu.Lock()
 	if len(observations) != n {
 		t.Error("prober still running after Stop")
