@@ -135,11 +135,11 @@ var podSecurity = func() policy.Evaluator {
 	return e
 }()
 
-// PodSecurityViolations evaluates a member pod at level as the member's
+// podSecurityViolations evaluates a member pod at level as the member's
 // Pod Security admission would: "" if allowed, else the failed checks in
 // the library's words, e.g. `host namespaces (hostNetwork=true), hostPort
 // (container "app" uses hostPort 80)`.
-func PodSecurityViolations(level psapi.Level, mp *corev1.Pod) string {
+func podSecurityViolations(level psapi.Level, mp *corev1.Pod) string {
 	r := policy.AggregateCheckResults(podSecurity.EvaluatePod(psapi.LevelVersion{Level: level, Version: psapi.LatestVersion()}, &mp.ObjectMeta, &mp.Spec))
 	if r.Allowed {
 		return ""
@@ -174,8 +174,8 @@ func (a Admission) notAdmitted(hp *corev1.Pod, cluster string) (reason, msg stri
 			"the pod uses resource claim %s: not supported yet: the member's ResourceClaim (or template) of that name would be used, so the pod is not run in member %s",
 			spec.ResourceClaims[0].Name, cluster)
 	}
-	mp, _ := MemberPod(hp, cluster, "", "")
-	if v := PodSecurityViolations(a.level(), mp); v != "" {
+	mp, _ := memberPod(hp, cluster, "", "")
+	if v := podSecurityViolations(a.level(), mp); v != "" {
 		return "NotSyncedPodSecurity", fmt.Sprintf(
 			"violates PodSecurity %q: %s; member %s's registration holds its pods to %s, the member's owner can set %s on the Secret",
 			string(a.level())+":latest", v, cluster, a.level(), AnnotationPodSecurity)

@@ -86,17 +86,17 @@ func baselineViolations() map[string]struct {
 // one is created.
 func TestPodSecurityBaseline(t *testing.T) {
 	for name, c := range baselineViolations() {
-		in := input(hysteresis.Ready, c.pod, nil)
+		in := newInput(hysteresis.Ready, c.pod, nil)
 		in.Admission = Admission{PodSecurity: psapi.LevelBaseline}
-		p := Decide(in)
-		wantActions(t, p, Event)
-		a, _ := p.Get(Event)
+		p := decide(in)
+		wantActions(t, p, event)
+		a, _ := p.Get(event)
 		if a.Reason != "NotSyncedPodSecurity" || !a.Warning || !strings.Contains(a.Message, `violates PodSecurity "baseline:latest": `+c.reason) ||
 			!strings.Contains(a.Message, AnnotationPodSecurity) {
 			t.Errorf("%s: event %s %q, want the library's %q", name, a.Reason, a.Message, c.reason)
 		}
 		in.Admission = Admission{PodSecurity: psapi.LevelPrivileged}
-		if p := Decide(in); !p.Has(CreateMember) {
+		if p := decide(in); !p.Has(createMember) {
 			t.Errorf("%s at privileged: %v", name, types_(p))
 		}
 	}
@@ -110,11 +110,11 @@ func TestPodSecurityAllowed(t *testing.T) {
 	userns.Spec.HostUsers = ptr.To(false)
 	userns.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)}
 	for name, hp := range map[string]*corev1.Pod{"plain": plain, "procMount Unmasked, hostUsers false": userns} {
-		if v := PodSecurityViolations(psapi.LevelBaseline, hp); v != "" {
+		if v := podSecurityViolations(psapi.LevelBaseline, hp); v != "" {
 			t.Errorf("%s refused at baseline: %s", name, v)
 		}
 	}
-	if v := PodSecurityViolations(psapi.LevelRestricted, plain); !strings.Contains(v, "allowPrivilegeEscalation != false") || !strings.Contains(v, "runAsNonRoot != true") {
+	if v := podSecurityViolations(psapi.LevelRestricted, plain); !strings.Contains(v, "allowPrivilegeEscalation != false") || !strings.Contains(v, "runAsNonRoot != true") {
 		t.Errorf("a plain pod at restricted: %q", v)
 	}
 	restricted := hostPod("h1")
@@ -122,7 +122,7 @@ func TestPodSecurityAllowed(t *testing.T) {
 	restricted.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-	in := input(hysteresis.Ready, restricted, nil)
+	in := newInput(hysteresis.Ready, restricted, nil)
 	in.Admission = Admission{PodSecurity: psapi.LevelRestricted}
-	wantActions(t, Decide(in), AddFinalizer, CreateMember)
+	wantActions(t, decide(in), addFinalizer, createMember)
 }

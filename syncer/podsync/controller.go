@@ -3,7 +3,6 @@ package podsync
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -18,11 +17,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/runner"
 	"github.com/leafsync/leafsync/leafnode"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/engage"
@@ -91,7 +90,8 @@ type Controller struct {
 	engage  *engage.Runner
 	members engage.Members[*memberSync]
 
-	// assignMu serializes the assignment of replacements to deferred deletes.
+	// assignMu serializes reading and writing the bindings of replacements
+	// to deferred deletes.
 	assignMu sync.Mutex
 
 	nsWatch nsWatch
@@ -119,7 +119,7 @@ func New(o Options) *Controller {
 		ledger: ledger{keeper: o.Keeper},
 		log:    o.Logger.WithName("podsync"),
 	}
-	c.nsWatch = nsWatch{host: o.Host, onChange: c.deferredNamespaceChanged}
+	c.nsWatch = nsWatch{host: o.Host, clock: o.Clock, onChange: c.deferredNamespaceChanged}
 	c.engage = engage.NewRunner(c, c.log)
 	return c
 }
@@ -222,7 +222,7 @@ type memberSync struct {
 	c       *Controller
 	cluster string
 	log     logr.Logger
-	queue   workqueue.TypedRateLimitingInterface[key]
+	queue   *runner.Runner[key]
 
 	mu         sync.Mutex
 	member     clusters.Member
@@ -240,26 +240,22 @@ type memberSync struct {
 
 func (c *Controller) startMember(parent context.Context, m clusters.Member) *memberSync {
 	ctx, cancel := context.WithCancel(parent)
-	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 10*time.Second)
 	ms := &memberSync{
 		c:       c,
 		cluster: m.Cluster(),
 		log:     c.log.WithValues("cluster", m.Cluster()),
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[key]{Name: "podsync"}),
-		kick:    make(chan struct{}, 1),
-		cancel:  cancel,
-		ctx:     ctx,
+		queue: runner.New[key](runner.Func[key](c.reconcile), runner.Options[key]{
+			Name: "podsync", Workers: c.opts.Workers, MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second,
+			Clock: c.opts.Clock, Logger: c.log.WithValues("cluster", m.Cluster()),
+		}),
+		kick:   make(chan struct{}, 1),
+		cancel: cancel,
+		ctx:    ctx,
 	}
 	ms.setMember(m)
-	ms.done.Add(1 + c.opts.Workers)
+	ms.done.Add(2)
 	go func() { defer ms.done.Done(); ms.loop(ctx) }()
-	for range c.opts.Workers {
-		go func() {
-			defer ms.done.Done()
-			for ms.processNext(ctx) {
-			}
-		}()
-	}
+	go func() { defer ms.done.Done(); ms.queue.Run(ctx) }()
 	return ms
 }
 
@@ -342,7 +338,6 @@ func (ms *memberSync) stop() {
 	}
 	ms.mu.Unlock()
 	ms.cancel()
-	ms.queue.ShutDown()
 	ms.done.Wait()
 }
 
@@ -407,42 +402,6 @@ func (ms *memberSync) enqueueAll() {
 	}
 }
 
-// requeueError asks for another look after a delay without counting as
-// a failure.
-type requeueError struct {
-	after time.Duration
-	why   string
-}
-
-func (e requeueError) Error() string { return fmt.Sprintf("requeue in %s: %s", e.after, e.why) }
-
-func (ms *memberSync) processNext(ctx context.Context) bool {
-	c, q := ms.c, ms.queue
-	k, shutdown := q.Get()
-	if shutdown {
-		return false
-	}
-	defer q.Done(k)
-	after, err := c.reconcile(ctx, k)
-	var rq requeueError
-	switch {
-	case errors.As(err, &rq):
-		q.Forget(k)
-		q.AddAfter(k, rq.after)
-	case err != nil:
-		if ctx.Err() == nil {
-			c.log.Info("pod sync failed; retrying", "cluster", k.Cluster, "pod", k.Namespace+"/"+k.Name, "error", err.Error())
-		}
-		q.AddRateLimited(k)
-	default:
-		q.Forget(k)
-		if after > 0 {
-			q.AddAfter(k, after)
-		}
-	}
-	return true
-}
-
 // admissionFor is what the member's owner agreed to run (validated when
 // the registration was accepted), with the fleet's Pod Security level when
 // the registration sets none.
@@ -464,41 +423,45 @@ func (c *Controller) policyFor(m clusters.Member) Policy {
 	return c.opts.Policy
 }
 
-func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error) {
+// reconcile gathers decide's input for one pod name from the caches (and,
+// for the few facts a cache cannot vouch for, live reads), decides, and
+// carries out the plan. Gathering writes nothing.
+func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error) {
 	ms := c.memberSync(k.Cluster)
 	if ms == nil {
-		return 0, nil
+		return runner.Result{}, nil
 	}
 	m, leaf, host := ms.snapshot()
 	if !host.HasSynced() {
-		return time.Second, nil
+		return runner.Result{RequeueAfter: time.Second}, nil
 	}
 	st, ok := c.opts.Registry.Hysteresis(k.Cluster)
 	if !ok {
-		return 0, nil
+		return runner.Result{}, nil
 	}
 	// A member confirmed down is decided from the host pod and the record
-	// alone (Decide trusts no member cache then): after a restart mid-outage
+	// alone (decide trusts no member cache then): after a restart mid-outage
 	// the member's caches never sync, and owing and reaping must not wait
 	// for them. Otherwise the member cache must have synced.
 	down := st.State == hysteresis.NotReady || st.State == hysteresis.Recovering
 	memberSynced := m.Runtime.HasSynced()
 	if !memberSynced && !down {
-		return time.Second, nil
+		return runner.Result{RequeueAfter: time.Second}, nil
 	}
 	node, err := c.opts.LeafNodes.Lister().Get(leaf)
 	if err != nil || !leafnode.Owns(node, k.Cluster) {
-		return notOwnedRetry, nil // not (yet, or no longer) this member's leaf: hands off its pods
+		return runner.Result{RequeueAfter: notOwnedRetry}, nil // not (yet, or no longer) this member's leaf: hands off its pods
 	}
-	start := time.Now()
+	start := c.opts.Clock.Now()
 	defer func() {
-		metrics.PodSyncDurationVec.WithLabelValues(k.Cluster).Observe(time.Since(start).Seconds())
+		metrics.PodSyncDurationVec.WithLabelValues(k.Cluster).Observe(c.opts.Clock.Since(start).Seconds())
 		c.updateGauges(k.Cluster, host)
 	}()
 	// Pending deletes must be read from the store before anything is
 	// decided: without them an owed delete would look like an orphan.
 	if err := c.ledger.load(ctx, k.Cluster); err != nil {
-		return 0, requeueError{after: time.Second, why: "loading the member's pending deletes: " + err.Error()}
+		c.log.V(1).Info("loading the member's pending deletes", "cluster", k.Cluster, "error", err.Error())
+		return runner.Result{RequeueAfter: time.Second}, nil
 	}
 	var hp *corev1.Pod
 	if obj, exists, err := host.GetStore().GetByKey(k.Namespace + "/" + k.Name); err == nil && exists {
@@ -512,29 +475,28 @@ func (c *Controller) reconcile(ctx context.Context, k key) (time.Duration, error
 		case err == nil:
 			mp = p.DeepCopy()
 		case !apierrors.IsNotFound(err):
-			return 0, err
+			return runner.Result{}, err
 		}
 	}
 	records := c.ledger.pendingDeletesOf(k.Cluster, k.Namespace, k.Name)
-	in := Input{
+	in := input{
 		Now: c.opts.Clock.Now(), HostNow: c.opts.HostClock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records, HostIdentity: c.opts.Registry.HostIdentity(),
-		ReplacementReady: c.replacementsReady(ctx, k.Cluster, st.State, records),
-		LeafTaints:       node.Spec.Taints,
-		Admission:        c.admissionFor(m),
+		LeafTaints: node.Spec.Taints,
+		Admission:  c.admissionFor(m),
 	}
 	if hp != nil {
-		in.DesiredHash = SpecHash(hp)
+		in.DesiredHash = hostSpecHash(hp)
 	}
 	in.OtherCopies = c.otherCopies(ctx, k.Cluster, hp, mp, st.State)
-	in.IdentityMoved = c.identityMoved(leaf, st.State, records)
-	plan := Decide(in)
-	x := &execution{c: c, ms: ms, m: m, leaf: leaf, key: k, hp: hp, mp: mp}
-	if err := x.run(ctx, plan); err != nil {
-		return 0, err
+	if pods, ok := c.namespacePods(st.State, k.Namespace, hp, mp, records); ok {
+		in.Replacements = c.replacements(pods)
+		in.IdentityMoved = identityMoved(leaf, records, pods)
 	}
-	return plan.Requeue, nil
+	plan := decide(in)
+	x := &execution{c: c, ms: ms, m: m, leaf: leaf, key: k, hp: hp, mp: mp}
+	return x.run(ctx, plan)
 }
 
 // updateGauges sets the synced-pod and pending-delete gauges of a member.
@@ -549,51 +511,31 @@ func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer
 	}
 }
 
-// replaced reports whether a deferred delete's replacement is Ready in
-// the host. The replacement is the one assigned to the delete, or a new one
-// assigned now (and recorded) if it has none or the assigned pod is gone.
-// replacementsReady looks up, for the deferred deletes among records, whether
-// their replacement is Ready in the host. Only a Ready member's deferred
-// deletes are decided, so only then is it looked up.
-func (c *Controller) replacementsReady(ctx context.Context, cluster string, st hysteresis.State, records []deletes.PendingDelete) map[string]bool {
-	if st != hysteresis.Ready {
-		return nil
+// namespacePods returns the host pods of the namespace (on any node) when
+// a deferred delete may need them: a Ready member's pending deletes of this
+// name, or a deletion decide may defer (a host pod evicted, an orphan
+// member pod). false: not needed, or the namespace's informer has not
+// synced yet (the deferral looks again at its next poll).
+func (c *Controller) namespacePods(st hysteresis.State, namespace string, hp, mp *corev1.Pod, records []deletes.PendingDelete) ([]*corev1.Pod, bool) {
+	evicted := hp != nil && hp.DeletionTimestamp != nil && isEvictionCause(CauseOf(hp))
+	orphan := hp == nil && mp != nil
+	if st != hysteresis.Ready || (len(records) == 0 && !evicted && !orphan) {
+		return nil, false
 	}
-	var ready map[string]bool
-	for _, r := range records {
-		if r.Kind != deletes.Deferred || !c.replaced(ctx, cluster, r) {
-			continue
-		}
-		if ready == nil {
-			ready = map[string]bool{}
-		}
-		ready[r.HostUID] = true
-	}
-	return ready
+	return c.nsWatch.pods(namespace)
 }
 
-func (c *Controller) replaced(ctx context.Context, cluster string, r deletes.PendingDelete) bool {
-	pods, ok := c.nsWatch.pods(r.Namespace)
-	if !ok {
-		return false // not synced yet: looked at again at the next poll
-	}
+// replacements is decide's view of a namespace's possible replacements.
+func (c *Controller) replacements(pods []*corev1.Pod) *replacements {
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	cur, found := r, false
-	for _, d := range c.ledger.pendingDeletes(cluster) {
-		if d.Namespace == r.Namespace && d.Name == r.Name && d.HostUID == r.HostUID {
-			cur, found = d, true
+	rs := &replacements{Pods: pods, Assigned: c.assignedReplacements(), Pending: map[string]bool{}}
+	for _, m := range c.opts.Registry.Members() {
+		for _, d := range c.ledger.pendingDeletes(m.Cluster()) {
+			rs.Pending[d.HostUID] = true
 		}
 	}
-	taken, pending := c.assignments(cur)
-	uid, ready := ChooseReplacement(cur, taken, pending, pods)
-	if found && cur.Kind == deletes.Deferred && uid != cur.Replacement {
-		if kind, _ := splitOwner(cur.Owner); kind != "StatefulSet" {
-			cur.Replacement = uid
-			c.ledger.recordDelete(cluster, cur)
-		}
-	}
-	return uid != "" && ready
+	return rs
 }
 
 // deferredNamespaceChanged: a host pod changed in a namespace with
@@ -608,35 +550,19 @@ func (c *Controller) deferredNamespaceChanged(namespace string) {
 	})
 }
 
-// recordDeferred records a deferred delete with a replacement assigned
-// (when one exists already: a ReplicaSet creates it as the eviction
-// happens), so that no later delete of the same owner can take it.
-func (c *Controller) recordDeferred(ctx context.Context, cluster string, r deletes.PendingDelete) {
-	pods, synced := c.nsWatch.pods(r.Namespace)
-	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
-	if kind, _ := splitOwner(r.Owner); synced && kind != "StatefulSet" {
-		taken, pending := c.assignments(r)
-		r.Replacement, _ = ChooseReplacement(r, taken, pending, pods)
-		c.log.V(1).Info("replacement assigned", "cluster", cluster, "pod", r.Namespace+"/"+r.Name, "hostUID", r.HostUID, "replacement", r.Replacement)
-	}
-	c.ledger.recordDelete(cluster, r)
-}
-
-// assignments returns the replacements assigned to pending deletes other
-// than r (in every member: one host pod replaces one deleted pod), and the
-// UIDs of the deleted host pods. assignMu must be held.
-func (c *Controller) assignments(r deletes.PendingDelete) (taken, pending map[string]bool) {
-	taken, pending = map[string]bool{}, map[string]bool{}
+// assignedReplacements maps the replacements bound to pending deletes (in
+// every member: one host pod replaces one deleted pod) to the host UID of
+// their delete. assignMu must be held.
+func (c *Controller) assignedReplacements() map[string]string {
+	out := map[string]string{}
 	for _, m := range c.opts.Registry.Members() {
 		for _, d := range c.ledger.pendingDeletes(m.Cluster()) {
-			pending[d.HostUID] = true
-			if d.Replacement != "" && d.HostUID != r.HostUID {
-				taken[d.Replacement] = true
+			if d.Replacement != "" {
+				out[d.Replacement] = d.HostUID
 			}
 		}
 	}
-	return taken, pending
+	return out
 }
 
 // notOwnedRetry: how soon pods bound to a Node that is not (yet) the

@@ -10,55 +10,56 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/runner"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
-// ActionType is one step of a Plan.
-type ActionType string
+// actionType is one step of a plan.
+type actionType string
 
-// Actions a Plan may hold, carried out in order by the Controller.
+// actions a plan may hold, carried out in order by the Controller.
 const (
-	// AddFinalizer puts FinalizerMemberPod on the host pod.
-	AddFinalizer ActionType = "AddFinalizer"
-	// RemoveFinalizer takes it off (the host pod is not being deleted).
-	RemoveFinalizer ActionType = "RemoveFinalizer"
-	// CreateMember creates the namespace, the ConfigMaps and Secrets the
+	// addFinalizer puts FinalizerMemberPod on the host pod.
+	addFinalizer actionType = "AddFinalizer"
+	// removeFinalizer takes it off (the host pod is not being deleted).
+	removeFinalizer actionType = "RemoveFinalizer"
+	// createMember creates the namespace, the ConfigMaps and Secrets the
 	// pod uses, and the member pod; then records the member pod's UID on
 	// the host pod.
-	CreateMember ActionType = "CreateMember"
-	// SetMemberUID records MemberUID on the host pod (AnnotationMemberUID).
-	SetMemberUID ActionType = "SetMemberUID"
-	// SyncStatus mirrors the member pod's status to the host pod.
-	SyncStatus ActionType = "SyncStatus"
-	// FailHost marks the host pod Failed (its member pod is gone).
-	FailHost ActionType = "FailHost"
-	// FinishHost removes the finalizer and deletes the host pod with grace
+	createMember actionType = "CreateMember"
+	// setMemberUID records MemberUID on the host pod (AnnotationMemberUID).
+	setMemberUID actionType = "SetMemberUID"
+	// syncStatus mirrors the member pod's status to the host pod.
+	syncStatus actionType = "SyncStatus"
+	// failHost marks the host pod Failed (its member pod is gone).
+	failHost actionType = "FailHost"
+	// finishHost removes the finalizer and deletes the host pod with grace
 	// 0. With Persist, only once the Keeper has written every change.
-	FinishHost ActionType = "FinishHost"
-	// DeleteMember deletes the member pod (UID precondition) with Grace.
-	DeleteMember ActionType = "DeleteMember"
-	// Record adds or replaces (by HostUID) a pending delete.
-	Record ActionType = "Record"
-	// DropRecord removes the pending delete of HostUID.
-	DropRecord ActionType = "DropRecord"
-	// Adopt relabels the member pod (MemberUID) for the current host pod.
-	Adopt ActionType = "Adopt"
-	// MarkRetained annotates the member pod as an orphan kept by Retain.
-	MarkRetained ActionType = "MarkRetained"
-	// Event records an Event (on the host pod, or the leaf when there is
+	finishHost actionType = "FinishHost"
+	// deleteMember deletes the member pod (UID precondition) with Grace.
+	deleteMember actionType = "DeleteMember"
+	// record adds or replaces (by HostUID) a pending delete.
+	record actionType = "Record"
+	// dropRecord removes the pending delete of HostUID.
+	dropRecord actionType = "DropRecord"
+	// adopt relabels the member pod (MemberUID) for the current host pod.
+	adopt actionType = "Adopt"
+	// markRetained annotates the member pod as an orphan kept by Retain.
+	markRetained actionType = "MarkRetained"
+	// event records an event (on the host pod, or the leaf when there is
 	// no host pod).
-	Event ActionType = "Event"
-	// MarkEvictionRefused notes on the host pod (AnnotationEvictionRefused
+	event actionType = "Event"
+	// markEvictionRefused notes on the host pod (AnnotationEvictionRefused
 	// = Reason) that the taint manager's eviction was refused.
-	MarkEvictionRefused ActionType = "MarkEvictionRefused"
-	// EvictHost evicts the host pod as the taint manager does: the
+	markEvictionRefused actionType = "MarkEvictionRefused"
+	// evictHost evicts the host pod as the taint manager does: the
 	// DisruptionTarget condition, then a DELETE (UID precondition).
-	EvictHost ActionType = "EvictHost"
+	evictHost actionType = "EvictHost"
 )
 
-// Action is one step of a Plan.
-type Action struct {
-	Type ActionType
+// action is one step of a plan.
+type action struct {
+	Type actionType
 	// Reason (CamelCase) and Message explain the step (Events, logs).
 	Reason  string
 	Message string
@@ -76,6 +77,11 @@ type Action struct {
 	HostUID string
 	// Persist makes FinishHost wait until the Keeper has written.
 	Persist bool
+	// Outcome is what the step does with a host deletion of Cause (the
+	// DisruptionTarget reason), for leafsync_pod_deletes_total; "" for
+	// none.
+	Outcome outcome
+	Cause   string
 	// ForUserTaint, on MarkEvictionRefused: the refused eviction was for a
 	// user's NoExecute taint, which leafsync carries out itself; nothing
 	// is wrong, so it is not counted as a refused eviction.
@@ -92,36 +98,62 @@ type Action struct {
 	ConfirmNoPodFor string
 }
 
-// Plan is what Decide wants done for one pod name.
-type Plan struct {
-	Actions []Action
-	// Requeue asks to look again after this long (0: only on change).
-	Requeue time.Duration
+// outcome is what pod sync did with a host deletion.
+type outcome string
+
+// Outcomes of a host deletion (label outcome of leafsync_pod_deletes_total).
+const (
+	outcomeForwarded outcome = "forwarded"
+	outcomeOwed      outcome = "owed"
+	outcomeDeferred  outcome = "stale_deferred"
+	outcomeRetained  outcome = "stale_retained"
+	outcomeReaped    outcome = "reaped"
+	outcomeAdopted   outcome = "adopted"
+)
+
+// recordOutcome is the outcome of recording a host deletion as r.
+func recordOutcome(r deletes.PendingDelete) outcome {
+	switch r.Kind {
+	case deletes.Owed:
+		return outcomeOwed
+	case deletes.Deferred:
+		return outcomeDeferred
+	case deletes.Retained:
+		return outcomeRetained
+	}
+	return ""
 }
 
-func (p *Plan) add(a ...Action) { p.Actions = append(p.Actions, a...) }
+// plan is what decide wants done for one pod name.
+type plan struct {
+	Actions []action
+	// Result says when to look again (RequeueAfter 0: only on change).
+	Result runner.Result
+}
 
-func (p *Plan) requeue(d time.Duration) {
+func (p *plan) add(a ...action) { p.Actions = append(p.Actions, a...) }
+
+func (p *plan) requeue(d time.Duration) {
 	if d <= 0 {
 		d = time.Millisecond
 	}
-	if p.Requeue == 0 || d < p.Requeue {
-		p.Requeue = d
+	if p.Result.RequeueAfter == 0 || d < p.Result.RequeueAfter {
+		p.Result.RequeueAfter = d
 	}
 }
 
 // Get returns the first action of type t.
-func (p Plan) Get(t ActionType) (Action, bool) {
+func (p plan) Get(t actionType) (action, bool) {
 	for _, a := range p.Actions {
 		if a.Type == t {
 			return a, true
 		}
 	}
-	return Action{}, false
+	return action{}, false
 }
 
-// Input is everything Decide looks at for one namespace/name in one member.
-type Input struct {
+// input is everything decide looks at for one namespace/name in one member.
+type input struct {
 	// Now is leafsync's clock: compared only with leafsync's own times
 	// (State, Records).
 	Now time.Time
@@ -143,14 +175,14 @@ type Input struct {
 	// Host is the host pod of this name bound to the member's leaf (nil:
 	// none). Member is the member pod of this name (nil: none).
 	Host, Member *corev1.Pod
-	// DesiredHash is SpecHash(Host).
+	// DesiredHash is hostSpecHash(Host).
 	DesiredHash string
 	// Records are the pending deletes of this namespace/name.
 	Records []deletes.PendingDelete
-	// ReplacementReady holds the host UIDs of the deferred deletes in
-	// Records whose replacement is Ready in the host (looked up by the
-	// controller before Decide, so that Decide reads data and does no I/O).
-	ReplacementReady map[string]bool
+	// Replacements are the host pods that may replace a deferred delete
+	// of Records, or one decide defers now (nil: not known yet, or the
+	// member is not Ready). decide chooses the replacement.
+	Replacements *replacements
 	// LeafTaints are the leaf Node's taints now: a taint-manager delete
 	// whose NoExecute taint still holds is not stale.
 	LeafTaints []corev1.Taint
@@ -160,10 +192,51 @@ type Input struct {
 	// confirmed down, made for other host pods (looked up, for a host pod
 	// with a stable identity about to be created, in their caches and by a
 	// live read; identity.go).
-	OtherCopies []OtherCopy
+	OtherCopies []otherCopy
 	// IdentityMoved maps the host UIDs of Records to the node (not this
 	// leaf) that a new live host pod of their name is bound to.
 	IdentityMoved map[string]string
+}
+
+// replacements are the host pods of a namespace and how they are bound to
+// pending deletes: one host pod replaces one deleted pod, in every member.
+type replacements struct {
+	// Pods are the host pods of the namespace (on any node).
+	Pods []*corev1.Pod
+	// Assigned maps a replacement's UID to the host UID of the pending
+	// delete it is bound to.
+	Assigned map[string]string
+	// Pending holds the host UIDs of every pending delete: a deleted pod
+	// is never a replacement.
+	Pending map[string]bool
+}
+
+// replacementOf binds a deferred delete to its replacement, chosen now
+// (chooseReplacement), and says whether that replacement is Ready. A
+// StatefulSet's replacement is its name's next pod, never bound. Without
+// Replacements r is returned as it is, not replaced.
+func (in input) replacementOf(r deletes.PendingDelete) (deletes.PendingDelete, bool) {
+	rs := in.Replacements
+	if rs == nil {
+		return r, false
+	}
+	taken := map[string]bool{}
+	for uid, holder := range rs.Assigned {
+		if holder != r.HostUID {
+			taken[uid] = true
+		}
+	}
+	uid, ready := chooseReplacement(r, taken, rs.Pending, rs.Pods)
+	if kind, _ := splitOwner(r.Owner); kind != "StatefulSet" {
+		r.Replacement = uid
+	}
+	return r, uid != "" && ready
+}
+
+// deferRecord is the Record of a deferred delete, bound to its replacement.
+func (in input) deferRecord(r deletes.PendingDelete) action {
+	r, _ = in.replacementOf(r)
+	return action{Type: record, Record: r}
 }
 
 // lifecycleTaints are the NoExecute taints node lifecycle sets on a node
@@ -176,7 +249,7 @@ var lifecycleTaints = map[string]bool{corev1.TaintNodeUnreachable: true, corev1.
 // lifecycle's (a user's maintenance taint, node.kubernetes.io/out-of-service)
 // that the pod does not tolerate is on the leaf now.
 func staleEviction(hp *corev1.Pod, cause string, leafTaints []corev1.Taint) bool {
-	if !IsEvictionCause(cause) {
+	if !isEvictionCause(cause) {
 		return false
 	}
 	if cause != CauseTaintManager {
@@ -208,12 +281,12 @@ func runsOnce(owner string) bool {
 	return kind == "Job"
 }
 
-// Polling periods of Decide.
+// Polling periods of decide.
 const (
 	// waitShort: a member pod is terminating, or the member is Suspect.
 	waitShort = time.Second
-	// ReplacementPoll: how often a deferred delete checks its replacement.
-	ReplacementPoll = 2 * time.Second
+	// replacementPoll: how often a deferred delete checks its replacement.
+	replacementPoll = 2 * time.Second
 	// conflictRetry: a member pod of that name is not leafsync's.
 	conflictRetry = 30 * time.Second
 )
@@ -249,7 +322,7 @@ func ownedBy(l map[string]string, cluster, host string) bool {
 	return !labelled || (h != "" && h == host)
 }
 
-func relate(in Input) relation {
+func relate(in input) relation {
 	mp := in.Member
 	switch {
 	case mp == nil:
@@ -298,12 +371,12 @@ func reapWait(hp *corev1.Pod, st hysteresis.Status, reapAfter time.Duration, now
 	return max(terminatingSince(hp).Add(reapAfter).Sub(hostNow), down.Add(reapAfter).Sub(now))
 }
 
-// Decide is the pure decision of pod sync for one namespace/name in one
+// decide is the pure decision of pod sync for one namespace/name in one
 // member: given the host pod, the member pod, the member's state and the
 // pending deletes, what to do next. It is level-based: run again after
 // the plan is carried out, it goes on from where things are.
-func Decide(in Input) Plan {
-	var p Plan
+func decide(in input) plan {
+	var p plan
 	hostUID := ""
 	if in.Host != nil {
 		hostUID = string(in.Host.UID)
@@ -324,13 +397,13 @@ func Decide(in Input) Plan {
 	return p
 }
 
-func (in Input) del(mp *corev1.Pod, grace *int64, reason, msg string) Action {
-	return Action{Type: DeleteMember, MemberUID: mp.UID, HostUID: mp.Labels[LabelHostUID], Grace: grace, Reason: reason, Message: msg}
+func (in input) del(mp *corev1.Pod, grace *int64, reason, msg string) action {
+	return action{Type: deleteMember, MemberUID: mp.UID, HostUID: mp.Labels[LabelHostUID], Grace: grace, Reason: reason, Message: msg}
 }
 
 // decideRecord handles a pending delete whose host pod is gone (or was
 // replaced by a new pod of the same name).
-func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
+func decideRecord(in input, r deletes.PendingDelete, p *plan) {
 	if in.State.State != hysteresis.Ready {
 		return // owed and deferred deletes wait for a Ready member; a state change looks again
 	}
@@ -346,7 +419,7 @@ func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 	if in.Host != nil {
 		return // a new host pod wants this name: decideLive adopts or deletes
 	}
-	if !IsEvictionCause(r.Cause) {
+	if !isEvictionCause(r.Cause) {
 		p.add(in.del(mp, r.GracePeriodSeconds, "OwedDeleteForwarded",
 			fmt.Sprintf("forwarding the delete (cause %q) the member missed while unreachable", causeText(r.Cause))))
 		p.requeue(waitShort)
@@ -370,9 +443,9 @@ func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 		if r.Kind != deletes.Retained {
 			rr := r
 			rr.Kind, rr.Since = deletes.Retained, in.Now
-			p.add(Action{Type: Record, Record: rr},
-				Action{Type: MarkRetained, MemberUID: mp.UID},
-				Action{Type: Event, Warning: true, Reason: "StaleEvictionRetained",
+			p.add(action{Type: record, Record: rr},
+				action{Type: markRetained, MemberUID: mp.UID},
+				action{Type: event, Warning: true, Reason: "StaleEvictionRetained",
 					Message: fmt.Sprintf("member pod %s/%s kept as an orphan: stale eviction (%s), policy Retain", r.Namespace, r.Name, r.Cause)})
 		}
 		return
@@ -381,13 +454,17 @@ func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 	if r.Kind != deletes.Deferred {
 		rr := r
 		rr.Kind, rr.Since = deletes.Deferred, in.Now
-		p.add(Action{Type: Record, Record: rr},
-			Action{Type: Event, Reason: "StaleEvictionDeferred",
+		p.add(in.deferRecord(rr),
+			action{Type: event, Reason: "StaleEvictionDeferred",
 				Message: fmt.Sprintf("member pod %s/%s kept until its replacement is Ready (at most %s): stale eviction (%s)", r.Namespace, r.Name, in.MaxDeferral, r.Cause)})
-		p.requeue(min(ReplacementPoll, in.MaxDeferral))
+		p.requeue(min(replacementPoll, in.MaxDeferral))
 		return
 	}
-	if in.ReplacementReady[r.HostUID] {
+	rr, replaced := in.replacementOf(r)
+	if rr.Replacement != r.Replacement {
+		p.add(action{Type: record, Record: rr, Reason: "ReplacementAssigned"})
+	}
+	if replaced {
 		p.add(in.del(mp, r.GracePeriodSeconds, "DeferredDeleteReplaced",
 			fmt.Sprintf("the replacement of %s/%s is Ready in the host", r.Namespace, r.Name)))
 		p.requeue(waitShort)
@@ -400,17 +477,17 @@ func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 		p.requeue(waitShort)
 		return
 	}
-	p.requeue(min(ReplacementPoll, deadline.Sub(in.Now)))
+	p.requeue(min(replacementPoll, deadline.Sub(in.Now)))
 }
 
 // dropGone drops a record whose member pod the cache no longer shows,
 // once a live read agrees.
-func dropGone(r deletes.PendingDelete) Action {
-	return Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone", ConfirmNoPodFor: r.HostUID}
+func dropGone(r deletes.PendingDelete) action {
+	return action{Type: dropRecord, HostUID: r.HostUID, Reason: "MemberPodGone", ConfirmNoPodFor: r.HostUID}
 }
 
 func causeText(c string) string {
-	if c == CauseNone {
+	if c == causeNone {
 		return "DELETE"
 	}
 	return c
@@ -419,7 +496,7 @@ func causeText(c string) string {
 // decideOrphan: no host pod of this name on the leaf. A member pod of
 // leafsync's without a pending delete is an orphan (state lost, finalizer
 // removed by hand); it is handled like a stale eviction.
-func decideOrphan(in Input, p *Plan) {
+func decideOrphan(in input, p *plan) {
 	mp := in.Member
 	if mp == nil || !ours(mp, in.Cluster, in.HostIdentity) || mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
 		return
@@ -430,7 +507,7 @@ func decideOrphan(in Input, p *Plan) {
 	}
 	r := deletes.PendingDelete{
 		Kind: deletes.Deferred, Namespace: mp.Namespace, Name: mp.Name, HostUID: uid,
-		Cause: CauseOrphan, Owner: mp.Annotations[AnnotationOwner], Since: in.Now,
+		Cause: causeOrphan, Owner: mp.Annotations[annotationOwner], Since: in.Now,
 	}
 	switch in.Policy {
 	case Forward:
@@ -439,12 +516,12 @@ func decideOrphan(in Input, p *Plan) {
 		return
 	case Retain:
 		r.Kind = deletes.Retained
-		p.add(Action{Type: Record, Record: r}, Action{Type: MarkRetained, MemberUID: mp.UID})
+		p.add(action{Type: record, Record: r}, action{Type: markRetained, MemberUID: mp.UID})
 	default:
-		p.add(Action{Type: Record, Record: r})
-		p.requeue(min(ReplacementPoll, in.MaxDeferral))
+		p.add(in.deferRecord(r))
+		p.requeue(min(replacementPoll, in.MaxDeferral))
 	}
-	p.add(Action{Type: Event, Warning: true, Reason: "OrphanMemberPod",
+	p.add(action{Type: event, Warning: true, Reason: "OrphanMemberPod",
 		Message: fmt.Sprintf("member pod %s/%s has no host pod and no record; handled as a stale eviction (%s)", mp.Namespace, mp.Name, r.Kind)})
 }
 
@@ -453,7 +530,7 @@ func decideOrphan(in Input, p *Plan) {
 // kube-proxy, log shipper) lands on every leaf, and its pods are made for
 // the host's own nodes (hostNetwork, privileged, the host's Secrets).
 // Nor pods the member's owner has not agreed to (Admission).
-func notRun(in Input) (reason, msg string) {
+func notRun(in input) (reason, msg string) {
 	hp := in.Host
 	if ref := metav1.GetControllerOf(hp); ref != nil && ref.Kind == "DaemonSet" {
 		return "NotSyncedDaemonSetPod", fmt.Sprintf("pods of DaemonSets are not run in member clusters: DaemonSet %s places one on every node, leaves included; give it a nodeAffinity that excludes type=virtual-kubelet", ref.Name)
@@ -463,11 +540,11 @@ func notRun(in Input) (reason, msg string) {
 
 // decideNotRun: a host pod leafsync will not run. A member pod made for it
 // before (an older leafsync) is deleted, and leafsync's finalizer released.
-func decideNotRun(in Input, rel relation, reason, msg string, p *Plan) {
-	event := Action{Type: Event, Warning: true, Reason: reason, Message: msg}
+func decideNotRun(in input, rel relation, reason, msg string, p *plan) {
+	warn := action{Type: event, Warning: true, Reason: reason, Message: msg}
 	if rel == relSame {
 		if in.State.State != hysteresis.Ready {
-			p.add(event)
+			p.add(warn)
 			p.requeue(waitShort)
 			return
 		}
@@ -476,22 +553,22 @@ func decideNotRun(in Input, rel relation, reason, msg string, p *Plan) {
 		}
 	}
 	if hasFinalizer(in.Host) {
-		p.add(Action{Type: RemoveFinalizer, Reason: reason})
+		p.add(action{Type: removeFinalizer, Reason: reason})
 	}
-	p.add(event)
+	p.add(warn)
 }
 
 // decideLive: the host pod exists and is not being deleted.
-func decideLive(in Input, p *Plan) {
+func decideLive(in input, p *plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
 	if isTerminal(hp) {
 		switch {
 		case rel == relSame && st.LeafReady():
-			p.add(Action{Type: SyncStatus})
+			p.add(action{Type: syncStatus})
 		case rel != relSame && hasFinalizer(hp) && st == hysteresis.Ready:
-			p.add(Action{Type: RemoveFinalizer, Reason: "NoMemberPod"})
+			p.add(action{Type: removeFinalizer, Reason: "NoMemberPod"})
 		}
 		return
 	}
@@ -512,32 +589,32 @@ func decideLive(in Input, p *Plan) {
 			}
 			msg := fmt.Sprintf("the pod was deleted or evicted in member cluster %s", in.Cluster)
 			gone := types.UID(hp.Annotations[AnnotationMemberUID])
-			p.add(Action{Type: FailHost, Reason: "MemberPodDeleted", Message: msg, ConfirmGone: gone})
+			p.add(action{Type: failHost, Reason: "MemberPodDeleted", Message: msg, ConfirmGone: gone})
 			if hasFinalizer(hp) {
-				p.add(Action{Type: RemoveFinalizer, Reason: "MemberPodDeleted"})
+				p.add(action{Type: removeFinalizer, Reason: "MemberPodDeleted"})
 			}
-			p.add(Action{Type: Event, Warning: true, Reason: "MemberPodDeleted", Message: msg})
+			p.add(action{Type: event, Warning: true, Reason: "MemberPodDeleted", Message: msg})
 			return
 		}
 		if copyHeldElsewhere(in, p) {
 			return
 		}
 		if !hasFinalizer(hp) {
-			p.add(Action{Type: AddFinalizer})
+			p.add(action{Type: addFinalizer})
 		}
-		p.add(Action{Type: CreateMember})
+		p.add(action{Type: createMember})
 	case relForeign:
-		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
+		p.add(action{Type: event, Warning: true, Reason: "MemberPodConflict",
 			Message: fmt.Sprintf("member cluster %s has a pod %s/%s that leafsync did not create; not touching it", in.Cluster, hp.Namespace, hp.Name)})
 		p.requeue(conflictRetry)
 	case relSame:
 		if !hasFinalizer(hp) && mp.DeletionTimestamp == nil {
-			p.add(Action{Type: AddFinalizer})
+			p.add(action{Type: addFinalizer})
 		}
 		if hp.Annotations[AnnotationMemberUID] != string(mp.UID) {
-			p.add(Action{Type: SetMemberUID, MemberUID: mp.UID})
+			p.add(action{Type: setMemberUID, MemberUID: mp.UID})
 		}
-		p.add(Action{Type: SyncStatus})
+		p.add(action{Type: syncStatus})
 	case relOther:
 		decideOtherIncarnation(in, p)
 	}
@@ -545,30 +622,30 @@ func decideLive(in Input, p *Plan) {
 
 // decideOtherIncarnation: a new host pod wants a name whose member pod
 // belongs to a previous host pod (a recreated StatefulSet pod).
-func decideOtherIncarnation(in Input, p *Plan) {
+func decideOtherIncarnation(in input, p *plan) {
 	hp, mp := in.Host, in.Member
 	if mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
 		p.requeue(waitShort)
 		return
 	}
 	r := recordFor(in.Records, mp.Labels[LabelHostUID])
-	stale := r == nil || IsEvictionCause(r.Cause)
-	compatible := mp.Annotations[AnnotationSpecHash] == in.DesiredHash && !isTerminal(mp)
+	stale := r == nil || isEvictionCause(r.Cause)
+	compatible := mp.Annotations[annotationSpecHash] == in.DesiredHash && !isTerminal(mp)
 	if stale && compatible && in.Policy != Forward {
 		if !hasFinalizer(hp) {
-			p.add(Action{Type: AddFinalizer})
+			p.add(action{Type: addFinalizer})
 		}
-		p.add(Action{Type: Adopt, MemberUID: mp.UID})
+		p.add(action{Type: adopt, MemberUID: mp.UID, Outcome: outcomeAdopted, Cause: adoptedCause(in, r)})
 		if r != nil {
-			p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "Adopted"})
+			p.add(action{Type: dropRecord, HostUID: r.HostUID, Reason: "Adopted"})
 		}
-		p.add(Action{Type: SetMemberUID, MemberUID: mp.UID},
-			Action{Type: Event, Reason: "MemberPodAdopted",
+		p.add(action{Type: setMemberUID, MemberUID: mp.UID},
+			action{Type: event, Reason: "MemberPodAdopted",
 				Message: fmt.Sprintf("adopted the member pod still running in %s (uid %s) instead of restarting it", in.Cluster, mp.UID)})
 		return
 	}
 	if r != nil && r.Kind == deletes.Retained && in.Policy == Retain {
-		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
+		p.add(action{Type: event, Warning: true, Reason: "MemberPodConflict",
 			Message: fmt.Sprintf("member pod %s/%s is retained (policy Retain) and cannot be adopted (spec changed); delete it in %s to let this pod start", hp.Namespace, hp.Name, in.Cluster)})
 		p.requeue(conflictRetry)
 		return
@@ -576,7 +653,7 @@ func decideOtherIncarnation(in Input, p *Plan) {
 	var grace *int64
 	why := "its spec differs from the new host pod's"
 	switch {
-	case r != nil && !IsEvictionCause(r.Cause):
+	case r != nil && !isEvictionCause(r.Cause):
 		grace, why = r.GracePeriodSeconds, fmt.Sprintf("its host pod was deleted (%s)", causeText(r.Cause))
 	case in.Policy == Forward:
 		why = "policy Forward never adopts"
@@ -588,8 +665,28 @@ func decideOtherIncarnation(in Input, p *Plan) {
 	p.requeue(waitShort)
 }
 
+// adoptedCause is the cause of the deletion an adoption resolves: the
+// record of the member pod's host pod, or else the name's first record.
+func adoptedCause(in input, r *deletes.PendingDelete) string {
+	switch {
+	case r != nil:
+		return r.Cause
+	case len(in.Records) > 0:
+		return in.Records[0].Cause
+	}
+	return causeNone
+}
+
+// forward is the delete of a terminating host pod's member pod, counted
+// as forwarded.
+func (in input) forward(mp *corev1.Pod, cause, reason, msg string) action {
+	a := in.del(mp, in.Host.DeletionGracePeriodSeconds, reason, msg)
+	a.Outcome, a.Cause = outcomeForwarded, cause
+	return a
+}
+
 // decideTerminating: the host pod is being deleted.
-func decideTerminating(in Input, p *Plan) {
+func decideTerminating(in input, p *plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
@@ -601,7 +698,7 @@ func decideTerminating(in Input, p *Plan) {
 	// not trusted while the member is not Ready)?
 	downstream := rel == relSame || (rel == relNone && hp.Annotations[AnnotationMemberUID] != "" && st != hysteresis.Ready)
 	if !downstream {
-		finish := Action{Type: FinishHost, Reason: "MemberPodGone"}
+		finish := action{Type: finishHost, Reason: "MemberPodGone"}
 		if rel == relNone {
 			finish.ConfirmGone = types.UID(hp.Annotations[AnnotationMemberUID])
 		}
@@ -615,17 +712,17 @@ func decideTerminating(in Input, p *Plan) {
 	}
 	if down {
 		if r == nil {
-			p.add(Action{Type: Record, Record: deletes.PendingDelete{
+			p.add(action{Type: record, Outcome: outcomeOwed, Cause: cause, Record: deletes.PendingDelete{
 				Kind: deletes.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
 				Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
 				GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
-			}}, Action{Type: Event, Reason: "DeleteOwed",
+			}}, action{Type: event, Reason: "DeleteOwed",
 				Message: fmt.Sprintf("member cluster %s is down: the delete (%s) is recorded and will be handled when it is back", in.Cluster, causeText(cause))})
 		}
 		reap := reapWait(hp, in.State, in.ReapAfter, in.Now, in.HostNow)
 		if reap <= 0 {
-			p.add(Action{Type: FinishHost, Persist: true, Reason: "Reaped"},
-				Action{Type: Event, Warning: true, Reason: "PodReaped",
+			p.add(action{Type: finishHost, Persist: true, Reason: "Reaped", Outcome: outcomeReaped, Cause: cause},
+				action{Type: event, Warning: true, Reason: "PodReaped",
 					Message: fmt.Sprintf("finished in the host after %s Terminating on a leaf whose member is down; the member pod's delete is owed", in.ReapAfter)})
 		} else {
 			p.requeue(reap)
@@ -638,7 +735,7 @@ func decideTerminating(in Input, p *Plan) {
 	}
 	if st == hysteresis.Suspect {
 		if !stale {
-			p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", causeText(cause))))
+			p.add(in.forward(mp, cause, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", causeText(cause))))
 		}
 		p.requeue(waitShort) // an eviction waits until the member is confirmed Ready or down
 		return
@@ -646,21 +743,21 @@ func decideTerminating(in Input, p *Plan) {
 	// The member is Ready.
 	if !stale {
 		why := causeText(cause)
-		if IsEvictionCause(cause) {
+		if isEvictionCause(cause) {
 			why += ", its NoExecute taint still on the leaf"
 		}
-		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", why)))
+		p.add(in.forward(mp, cause, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", why)))
 		p.requeue(waitShort)
 		return
 	}
 	if owner := ownerOf(hp); runsOnce(owner) {
-		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "StaleEvictionForwarded",
+		p.add(in.forward(mp, cause, "StaleEvictionForwarded",
 			fmt.Sprintf("stale eviction (%s) of a pod of %s forwarded: its replacement already runs, keeping this one would run the work twice", cause, owner)))
 		p.requeue(waitShort)
 		return
 	}
 	if in.Policy == Forward {
-		p.add(in.del(mp, hp.DeletionGracePeriodSeconds, "StaleEvictionForwarded", fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", cause)))
+		p.add(in.forward(mp, cause, "StaleEvictionForwarded", fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", cause)))
 		p.requeue(waitShort)
 		return
 	}
@@ -675,10 +772,15 @@ func decideTerminating(in Input, p *Plan) {
 		reason, msg = "StaleEvictionRetained", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept as an orphan (policy Retain)", in.Cluster, cause)
 	}
 	if r == nil || r.Kind != rec.Kind {
-		p.add(Action{Type: Record, Record: rec}, Action{Type: Event, Reason: reason, Message: msg})
+		write := action{Type: record, Record: rec}
+		if rec.Kind == deletes.Deferred {
+			write = in.deferRecord(rec)
+		}
+		write.Outcome, write.Cause = recordOutcome(rec), cause
+		p.add(write, action{Type: event, Reason: reason, Message: msg})
 		if rec.Kind == deletes.Retained {
-			p.add(Action{Type: MarkRetained, MemberUID: mp.UID})
+			p.add(action{Type: markRetained, MemberUID: mp.UID})
 		}
 	}
-	p.add(Action{Type: FinishHost, Persist: true, Reason: reason})
+	p.add(action{Type: finishHost, Persist: true, Reason: reason})
 }

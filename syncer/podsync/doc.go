@@ -28,8 +28,8 @@
 // confirmed down: a new one waits until the old copy is gone, and the old
 // one goes as soon as the new one is bound elsewhere (identity.go).
 //
-// The decisions are a pure function (Decide) of the host pod, the member
+// The decisions are a pure function (decide) of the host pod, the member
 // pod, the member's hysteresis status and the pending deletes; the
-// Controller feeds it from informers and carries out its Plan. See
+// Controller feeds it from informers and carries out its plan. See
 // docs/pod-sync.md.
 package podsync

@@ -22,8 +22,8 @@ import (
 //
 // One clock per comparison: times in the host pod and on the leaf (the
 // condition, deletionTimestamp, a taint's timeAdded) are the host control
-// plane's and are measured against Input.HostNow; the member's outage
-// times are leafsync's and are measured against Input.Now. leafsync stamps
+// plane's and are measured against input.HostNow; the member's outage
+// times are leafsync's and are measured against input.Now. leafsync stamps
 // the conditions it sets with HostNow, so that they compare with the API
 // server's deletionTimestamp.
 
@@ -51,7 +51,7 @@ const (
 func evictionCondition(p *corev1.Pod) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && IsEvictionCause(c.Reason) {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && isEvictionCause(c.Reason) {
 			return c
 		}
 	}
@@ -211,7 +211,7 @@ func tolerationOf(hp *corev1.Pod, t *corev1.Taint) (wait time.Duration, bounded 
 // decideEvictions looks at a live host pod on the leaf: reports a refused
 // eviction once, and completes an eviction the taint manager should have
 // carried out by now while the member is confirmed NotReady.
-func decideEvictions(in Input, p *Plan) {
+func decideEvictions(in input, p *plan) {
 	hp := in.Host
 	if c := evictionCondition(hp); c != nil && c.Reason == CauseTaintManager {
 		stamp := conditionStamp(c)
@@ -222,12 +222,12 @@ func decideEvictions(in Input, p *Plan) {
 			// The guard refused the taint manager's eviction for a user's
 			// NoExecute taint (when its record did not show the taint yet);
 			// leafsync carries it out below. Noted, not a refused eviction.
-			p.add(Action{Type: MarkEvictionRefused, Reason: stamp, ForUserTaint: true},
-				Action{Type: Event, Reason: "EvictionForUserTaint",
+			p.add(action{Type: markEvictionRefused, Reason: stamp, ForUserTaint: true},
+				action{Type: event, Reason: "EvictionForUserTaint",
 					Message: fmt.Sprintf("the taint manager's eviction (%s) for the leaf's NoExecute taint %s was refused by the eviction guard; leafsync carries it out", c.LastTransitionTime.UTC().Format(time.RFC3339), userTaintKey(hp, in.LeafTaints))})
 		case age >= refusedAfter:
-			p.add(Action{Type: MarkEvictionRefused, Reason: stamp},
-				Action{Type: Event, Warning: true, Reason: "EvictionRefused",
+			p.add(action{Type: markEvictionRefused, Reason: stamp},
+				action{Type: event, Warning: true, Reason: "EvictionRefused",
 					Message: fmt.Sprintf("the taint manager's eviction (%s) did not happen: member cluster %s was %s, so the eviction guard refused it; the pod keeps running", c.LastTransitionTime.UTC().Format(time.RFC3339), in.Cluster, in.State.State)})
 		default:
 			p.requeue(refusedAfter - age)
@@ -241,7 +241,7 @@ func decideEvictions(in Input, p *Plan) {
 		if due := deadline.Add(completeAfter); in.HostNow.Before(due) {
 			p.requeue(due.Sub(in.HostNow))
 		} else {
-			p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
+			p.add(action{Type: evictHost, Reason: "EvictionCompleted",
 				Message: fmt.Sprintf("evicted by leafsync as the taint manager would have: the leaf carries a NoExecute taint the pod does not tolerate (due %s)", deadline.UTC().Format(time.RFC3339))})
 			return
 		}
@@ -257,6 +257,6 @@ func decideEvictions(in Input, p *Plan) {
 		p.requeue(wait)
 		return
 	}
-	p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
+	p.add(action{Type: evictHost, Reason: "EvictionCompleted",
 		Message: fmt.Sprintf("evicted by leafsync: member cluster %s is confirmed NotReady, unreachable since %s, and the pod's toleration of the leaf's NoExecute taint, counted from then, ran out (due %s)", in.Cluster, in.State.UnreachableSince.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))})
 }

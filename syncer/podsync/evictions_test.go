@@ -37,23 +37,23 @@ func TestRefusedEvictionIsReportedOnce(t *testing.T) {
 	mp := memberOf(hp, "m1")
 	// Just marked: the DELETE may still be on its way.
 	markedByTaintManager(hp, t0.Add(-time.Second))
-	p := Decide(input(hysteresis.Ready, hp, mp))
-	if p.Has(MarkEvictionRefused) || p.Requeue == 0 || p.Requeue > refusedAfter {
-		t.Fatalf("fresh condition: plan %v requeue %s; want a look again within %s", types_(p), p.Requeue, refusedAfter)
+	p := decide(newInput(hysteresis.Ready, hp, mp))
+	if p.Has(markEvictionRefused) || p.Result.RequeueAfter == 0 || p.Result.RequeueAfter > refusedAfter {
+		t.Fatalf("fresh condition: plan %v requeue %s; want a look again within %s", types_(p), p.Result.RequeueAfter, refusedAfter)
 	}
 	// Still running well after: refused.
 	hp.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-10 * time.Second))
-	p = Decide(input(hysteresis.Ready, hp, mp))
-	a, ok := p.Get(MarkEvictionRefused)
+	p = decide(newInput(hysteresis.Ready, hp, mp))
+	a, ok := p.Get(markEvictionRefused)
 	if !ok {
 		t.Fatalf("plan %v has no MarkEvictionRefused", types_(p))
 	}
-	if !p.Has(SyncStatus) {
+	if !p.Has(syncStatus) {
 		t.Errorf("a refused eviction stops pod sync: %v", types_(p))
 	}
 	// Once marked, not again.
 	hp.Annotations[AnnotationEvictionRefused] = a.Reason
-	if p := Decide(input(hysteresis.Ready, hp, mp)); p.Has(MarkEvictionRefused) {
+	if p := decide(newInput(hysteresis.Ready, hp, mp)); p.Has(markEvictionRefused) {
 		t.Fatalf("refusal reported twice: %v", types_(p))
 	}
 }
@@ -61,26 +61,26 @@ func TestRefusedEvictionIsReportedOnce(t *testing.T) {
 func TestLeftOverConditionIsNotTheCauseOfALaterDelete(t *testing.T) {
 	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
 	markedByTaintManager(hp, t0.Add(-10*time.Minute)) // refused ten minutes ago
-	deleted(hp, t0, 30, CauseNone)                    // a user deletes it now
-	if got := CauseOf(hp); got != CauseNone {
+	deleted(hp, t0, 30, causeNone)                    // a user deletes it now
+	if got := CauseOf(hp); got != causeNone {
 		t.Fatalf("CauseOf = %q, want a user delete", got)
 	}
-	p := Decide(input(hysteresis.Ready, hp, memberOf(hp, "m1")))
-	if a, ok := p.Get(DeleteMember); !ok || a.Reason != "DeleteForwarded" {
+	p := decide(newInput(hysteresis.Ready, hp, memberOf(hp, "m1")))
+	if a, ok := p.Get(deleteMember); !ok || a.Reason != "DeleteForwarded" {
 		t.Fatalf("a user delete after a refused eviction: plan %v, want it forwarded", types_(p))
 	}
 	// Seen refused: a delete soon after is still not that eviction.
 	soon := withMemberUID(withFinalizer(hostPod("h3")), "m3")
 	markedByTaintManager(soon, t0.Add(-8*time.Second))
 	soon.Annotations[AnnotationEvictionRefused] = conditionStamp(&soon.Status.Conditions[0])
-	deleted(soon, t0, 30, CauseNone)
-	if got := CauseOf(soon); got != CauseNone {
+	deleted(soon, t0, 30, causeNone)
+	if got := CauseOf(soon); got != causeNone {
 		t.Fatalf("CauseOf a delete after a reported refusal = %q, want a user delete", got)
 	}
 	// The taint manager's own delete follows its condition at once.
 	ev := withMemberUID(withFinalizer(hostPod("h2")), "m2")
 	markedByTaintManager(ev, t0.Add(-time.Second))
-	deleted(ev, t0, 30, CauseNone)
+	deleted(ev, t0, 30, causeNone)
 	if got := CauseOf(ev); got != CauseTaintManager {
 		t.Fatalf("CauseOf = %q, want the taint manager", got)
 	}
@@ -142,38 +142,38 @@ func TestEvictionDeadline(t *testing.T) {
 // after virtual-kubelet, the difference of notReadyAfter and KCM's grace).
 func TestEvictionCountsFromTheOutagesBeginning(t *testing.T) {
 	hp := tolerating(withMemberUID(withFinalizer(hostPod("h1")), "m1"), ptr.To[int64](30))
-	in := input(hysteresis.NotReady, hp, nil)
+	in := newInput(hysteresis.NotReady, hp, nil)
 	in.LeafTaints = unreachableSince(t0.Add(-10 * time.Second)) // KCM tainted on the confirmation
 	in.State.OutageSince = t0.Add(-12 * time.Second)            // confirmed
 	in.State.UnreachableSince = t0.Add(-42 * time.Second)       // began notReadyAfter (30s) earlier
-	if p := Decide(in); !p.Has(EvictHost) {
-		t.Fatalf("toleration of 30s ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.Requeue)
+	if p := decide(in); !p.Has(evictHost) {
+		t.Fatalf("toleration of 30s ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.Result.RequeueAfter)
 	}
 	in.State.UnreachableSince = t0.Add(-20 * time.Second)
-	if p := Decide(in); p.Has(EvictHost) || p.Requeue != 15*time.Second {
-		t.Fatalf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.Requeue)
+	if p := decide(in); p.Has(evictHost) || p.Result.RequeueAfter != 15*time.Second {
+		t.Fatalf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.Result.RequeueAfter)
 	}
 }
 
 func TestDeniedEvictionsAreCompletedWhenTheOutageIsReal(t *testing.T) {
 	hp := tolerating(withMemberUID(withFinalizer(hostPod("h1")), "m1"), ptr.To[int64](30))
-	in := func(st hysteresis.State, taintAge time.Duration) Input {
-		i := input(st, hp, nil)
+	in := func(st hysteresis.State, taintAge time.Duration) input {
+		i := newInput(st, hp, nil)
 		i.LeafTaints = unreachableSince(t0.Add(-taintAge))
 		if !i.State.OutageSince.IsZero() {
 			i.State.UnreachableSince = t0.Add(-taintAge)
 		}
 		return i
 	}
-	if p := Decide(in(hysteresis.NotReady, 2*time.Minute)); !p.Has(EvictHost) {
+	if p := decide(in(hysteresis.NotReady, 2*time.Minute)); !p.Has(evictHost) {
 		t.Fatalf("member confirmed NotReady, taint outlasted the toleration: plan %v, want EvictHost", types_(p))
 	}
-	p := Decide(in(hysteresis.NotReady, 20*time.Second))
-	if p.Has(EvictHost) || p.Requeue != 15*time.Second {
-		t.Fatalf("toleration not expired: plan %v requeue %s, want a look again in 15s", types_(p), p.Requeue)
+	p := decide(in(hysteresis.NotReady, 20*time.Second))
+	if p.Has(evictHost) || p.Result.RequeueAfter != 15*time.Second {
+		t.Fatalf("toleration not expired: plan %v requeue %s, want a look again in 15s", types_(p), p.Result.RequeueAfter)
 	}
 	for _, st := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect, hysteresis.Recovering} {
-		if p := Decide(in(st, 2*time.Minute)); p.Has(EvictHost) {
+		if p := decide(in(st, 2*time.Minute)); p.Has(evictHost) {
 			t.Fatalf("member %s: evicted %v; only a confirmed outage completes evictions", st, types_(p))
 		}
 	}
@@ -183,24 +183,24 @@ func TestUserTaintEvictionsAreCompletedWhateverTheMemberState(t *testing.T) {
 	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
 	taints := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(t0.Add(-time.Minute)))}}
 	for _, st := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect, hysteresis.NotReady} {
-		in := input(st, hp, memberOf(hp, "m1"))
+		in := newInput(st, hp, memberOf(hp, "m1"))
 		in.LeafTaints = taints
-		if p := Decide(in); !p.Has(EvictHost) {
+		if p := decide(in); !p.Has(evictHost) {
 			t.Fatalf("member %s, user NoExecute taint a minute old: plan %v, want EvictHost", st, types_(p))
 		}
 	}
 	// Just added: the taint manager goes first.
-	in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+	in := newInput(hysteresis.Ready, hp, memberOf(hp, "m1"))
 	in.LeafTaints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(t0.Add(-time.Second)))}}
-	if p := Decide(in); p.Has(EvictHost) || p.Requeue != completeAfter-time.Second {
-		t.Fatalf("fresh user taint: plan %v requeue %s", types_(p), p.Requeue)
+	if p := decide(in); p.Has(evictHost) || p.Result.RequeueAfter != completeAfter-time.Second {
+		t.Fatalf("fresh user taint: plan %v requeue %s", types_(p), p.Result.RequeueAfter)
 	}
 	// Tolerated: nothing.
 	tol := withMemberUID(withFinalizer(hostPod("h2")), "m2")
 	tol.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-	in = input(hysteresis.Ready, tol, memberOf(tol, "m2"))
+	in = newInput(hysteresis.Ready, tol, memberOf(tol, "m2"))
 	in.LeafTaints = taints
-	if p := Decide(in); p.Has(EvictHost) {
+	if p := decide(in); p.Has(evictHost) {
 		t.Fatalf("tolerated user taint evicted: %v", types_(p))
 	}
 }
@@ -208,17 +208,17 @@ func TestUserTaintEvictionsAreCompletedWhateverTheMemberState(t *testing.T) {
 func TestUserTaintWithoutTimeAddedCountsFromTheTaintManagersAttempt(t *testing.T) {
 	taints := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute}}
 	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
-	in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+	in := newInput(hysteresis.Ready, hp, memberOf(hp, "m1"))
 	in.LeafTaints = taints
-	if p := Decide(in); p.Has(EvictHost) {
+	if p := decide(in); p.Has(evictHost) {
 		t.Fatalf("no attempt by the taint manager yet: evicted %v", types_(p))
 	}
 	markedByTaintManager(hp, t0.Add(-10*time.Second)) // tried and was refused
-	if p := Decide(in); !p.Has(EvictHost) {
+	if p := decide(in); !p.Has(evictHost) {
 		t.Fatalf("refused taint-manager eviction for a user taint: plan %v, want EvictHost", types_(p))
 	}
 	hp.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-	if p := Decide(in); p.Has(EvictHost) {
+	if p := decide(in); p.Has(evictHost) {
 		t.Fatalf("tolerated for ever: evicted %v", types_(p))
 	}
 }
@@ -230,25 +230,25 @@ func TestUserTaintRefusalIsNotARefusedEviction(t *testing.T) {
 	taints := []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute}}
 	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
 	markedByTaintManager(hp, t0.Add(-10*time.Second))
-	in := input(hysteresis.Ready, hp, memberOf(hp, "m1"))
+	in := newInput(hysteresis.Ready, hp, memberOf(hp, "m1"))
 	in.LeafTaints = taints
-	p := Decide(in)
-	a, ok := p.Get(MarkEvictionRefused)
+	p := decide(in)
+	a, ok := p.Get(markEvictionRefused)
 	if !ok || !a.ForUserTaint {
 		t.Fatalf("plan %v (%+v): want the refusal noted as the user taint's", types_(p), a)
 	}
 	for _, a := range p.Actions {
-		if a.Type == Event && (a.Warning || a.Reason == "EvictionRefused") {
+		if a.Type == event && (a.Warning || a.Reason == "EvictionRefused") {
 			t.Errorf("a refusal for a user's taint reported as %s (warning %v)", a.Reason, a.Warning)
 		}
 	}
-	if !p.Has(EvictHost) {
+	if !p.Has(evictHost) {
 		t.Errorf("plan %v: leafsync does not carry the user's eviction out", types_(p))
 	}
 	// A pod tolerating the user's taint for ever is not evicted for it: its
 	// refusal is a refused eviction.
 	hp.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-	a, ok = Decide(in).Get(MarkEvictionRefused)
+	a, ok = decide(in).Get(markEvictionRefused)
 	if !ok || a.ForUserTaint {
 		t.Fatalf("tolerated user taint: MarkEvictionRefused %v, ForUserTaint %v; want a refused eviction", ok, a.ForUserTaint)
 	}

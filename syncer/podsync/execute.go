@@ -16,13 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/leafsync/leafsync/internal/runner"
 	"github.com/leafsync/leafsync/syncer/clusters"
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/syncer/reflector"
 )
 
-// execution carries out one Plan for one pod name.
+// execution carries out one plan for one pod name.
 type execution struct {
 	c    *Controller
 	ms   *memberSync
@@ -31,96 +33,79 @@ type execution struct {
 	key  key
 	hp   *corev1.Pod // updated as host writes return
 	mp   *corev1.Pod
+
+	// wait, set by a step that found the world not yet as the plan
+	// assumed (a cache behind, a conflict), stops the plan: the pod is
+	// looked at again after wait, which is not a failure.
+	wait time.Duration
 }
 
-func (x *execution) run(ctx context.Context, plan Plan) error {
+// errWait stops a plan whose step set execution.wait.
+var errWait = errors.New("looking again shortly")
+
+// retryIn stops the plan and looks again after d (not a failure).
+func (x *execution) retryIn(d time.Duration, why string) error {
+	x.wait = d
+	x.c.log.V(1).Info("pod sync looks again", "cluster", x.key.Cluster, "pod", x.key.Namespace+"/"+x.key.Name, "after", d, "why", why)
+	return errWait
+}
+
+// run carries out the plan's actions in order, stopping at the first that
+// fails or must wait; the result is the plan's, or the wait's.
+func (x *execution) run(ctx context.Context, plan plan) (runner.Result, error) {
 	for _, a := range plan.Actions {
-		hp := x.hp
-		if err := x.do(ctx, a); err != nil {
-			x.memberWriteFailed(ctx, a, err)
-			return fmt.Errorf("%s: %w", a.Type, err)
+		err := x.do(ctx, a)
+		if errors.Is(err, errWait) {
+			return runner.Result{RequeueAfter: x.wait}, nil
 		}
-		x.count(a, hp)
+		if err != nil {
+			x.memberWriteFailed(ctx, a, err)
+			return runner.Result{}, fmt.Errorf("%s: %w", a.Type, err)
+		}
+		if a.Outcome != "" && a.Cause != causeOrphan {
+			metrics.PodDeletesVec.WithLabelValues(x.key.Cluster, causeLabel(a.Cause), string(a.Outcome)).Inc()
+		}
 	}
-	return nil
+	return plan.Result, nil
 }
 
 // memberWriteFailures name the Event a failed member write leaves on the
 // host pod. The member's answer (its admission refusing the pod, a quota)
 // is pod sync's business, retried with backoff; it is never readiness
 // evidence.
-var memberWriteFailures = map[ActionType]string{
-	CreateMember: "MemberCreateFailed",
-	DeleteMember: "MemberDeleteFailed",
-	Adopt:        "MemberAdoptFailed",
+var memberWriteFailures = map[actionType]string{
+	createMember: "MemberCreateFailed",
+	deleteMember: "MemberDeleteFailed",
+	adopt:        "MemberAdoptFailed",
 }
 
-func (x *execution) memberWriteFailed(ctx context.Context, a Action, err error) {
+func (x *execution) memberWriteFailed(ctx context.Context, a action, err error) {
 	reason, ok := memberWriteFailures[a.Type]
-	var rq requeueError
-	if !ok || x.hp == nil || ctx.Err() != nil || errors.As(err, &rq) {
+	if !ok || x.hp == nil || ctx.Err() != nil {
 		return
 	}
-	x.event(Action{Type: Event, Warning: true, Reason: reason,
+	x.event(action{Type: event, Warning: true, Reason: reason,
 		Message: fmt.Sprintf("member %s: %v (retrying with backoff)", x.key.Cluster, err)})
-}
-
-// count records what a carried-out action did with a host deletion
-// (leafsync_pod_deletes_total{cause,outcome}). hp is the host pod as it was
-// before the action.
-func (x *execution) count(a Action, hp *corev1.Pod) {
-	deleting := hp != nil && hp.DeletionTimestamp != nil
-	var cause, outcome string
-	switch {
-	case a.Type == DeleteMember && deleting && (a.Reason == "DeleteForwarded" || a.Reason == "StaleEvictionForwarded"):
-		cause, outcome = CauseOf(hp), "forwarded"
-	case a.Type == Record && deleting:
-		cause = a.Record.Cause
-		switch a.Record.Kind {
-		case deletes.Owed:
-			outcome = "owed"
-		case deletes.Deferred:
-			outcome = "stale_deferred"
-		case deletes.Retained:
-			outcome = "stale_retained"
-		}
-	case a.Type == FinishHost && a.Reason == "Reaped" && hp != nil:
-		cause, outcome = CauseOf(hp), "reaped"
-	case a.Type == Adopt:
-		cause, outcome = x.recordedCause(), "adopted"
-	}
-	if outcome != "" && cause != CauseOrphan {
-		metrics.PodDeletesVec.WithLabelValues(x.key.Cluster, causeLabel(cause), outcome).Inc()
-	}
-}
-
-// recordedCause is the cause of the pending delete of this pod name, the
-// deletion an adoption resolves.
-func (x *execution) recordedCause() string {
-	if rs := x.c.ledger.pendingDeletesOf(x.key.Cluster, x.key.Namespace, x.key.Name); len(rs) > 0 {
-		return rs[0].Cause
-	}
-	return CauseNone
 }
 
 // causeLabel maps a DisruptionTarget reason to a bounded metric label.
 func causeLabel(cause string) string {
 	switch cause {
-	case CauseNone:
+	case causeNone:
 		return "user"
-	case CauseEvictionAPI:
+	case causeEvictionAPI:
 		return "eviction_api"
-	case CausePreemption:
+	case causePreemption:
 		return "preemption"
 	case CauseTaintManager:
 		return "taint_manager"
-	case CausePodGC:
+	case causePodGC:
 		return "pod_gc"
 	}
 	return "other"
 }
 
-func (x *execution) logAction(a Action, kv ...any) {
+func (x *execution) logAction(a action, kv ...any) {
 	kv = append([]any{"cluster", x.key.Cluster, "pod", x.key.Namespace + "/" + x.key.Name, "action", string(a.Type)}, kv...)
 	if a.Reason != "" {
 		kv = append(kv, "reason", a.Reason)
@@ -131,7 +116,7 @@ func (x *execution) logAction(a Action, kv ...any) {
 	x.c.log.Info("pod sync", kv...)
 }
 
-func (x *execution) do(ctx context.Context, a Action) error {
+func (x *execution) do(ctx context.Context, a action) error {
 	c := x.c
 	if a.ConfirmGone != "" {
 		if err := x.confirmGone(ctx, a.ConfirmGone); err != nil {
@@ -145,57 +130,73 @@ func (x *execution) do(ctx context.Context, a Action) error {
 	}
 	var err error
 	switch a.Type {
-	case AddFinalizer:
+	case addFinalizer:
 		x.hp, err = c.addFinalizer(ctx, x.hp)
-	case RemoveFinalizer:
+	case removeFinalizer:
 		x.logAction(a)
 		x.hp, err = c.removeFinalizer(ctx, x.hp)
-	case CreateMember:
+	case createMember:
 		err = x.createMember(ctx)
-	case SetMemberUID:
+	case setMemberUID:
 		x.hp, err = c.setMemberUID(ctx, x.hp, a.MemberUID)
-	case SyncStatus:
+	case syncStatus:
 		err = x.syncStatus(ctx)
-	case FailHost:
+	case failHost:
 		x.logAction(a)
-		err = x.updateHostStatus(ctx, FailedStatus(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
-	case FinishHost:
+		err = x.updateHostStatus(ctx, failedStatus(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
+	case finishHost:
 		x.logAction(a)
 		err = x.finishHost(ctx, a.Persist)
-	case DeleteMember:
+	case deleteMember:
 		x.logAction(a, "memberUID", string(a.MemberUID), "grace", a.Grace)
 		err = x.deleteMember(ctx, a)
-	case Record:
+	case record:
 		x.logAction(a, "kind", string(a.Record.Kind), "hostUID", a.Record.HostUID, "cause", a.Record.Cause, "owner", a.Record.Owner)
-		if a.Record.Kind == deletes.Deferred {
-			c.recordDeferred(ctx, x.key.Cluster, a.Record)
-		} else {
-			c.ledger.recordDelete(x.key.Cluster, a.Record)
-		}
-	case DropRecord:
+		err = x.record(a.Record)
+	case dropRecord:
 		x.logAction(a, "hostUID", a.HostUID)
 		c.ledger.dropDelete(x.key.Cluster, x.key.Namespace, x.key.Name, a.HostUID)
-	case Adopt:
+	case adopt:
 		x.logAction(a, "memberUID", string(a.MemberUID))
 		err = x.adopt(ctx, a.MemberUID)
-	case MarkRetained:
+	case markRetained:
 		err = x.patchMember(ctx, a.MemberUID, map[string]any{"metadata": map[string]any{
-			"annotations": map[string]any{AnnotationOrphaned: c.opts.Clock.Now().UTC().Format(time.RFC3339)},
+			"annotations": map[string]any{annotationOrphaned: c.opts.Clock.Now().UTC().Format(time.RFC3339)},
 		}})
-	case Event:
+	case event:
 		x.event(a)
-	case MarkEvictionRefused:
+	case markEvictionRefused:
 		x.hp, err = c.patchHost(ctx, x.hp, types.MergePatchType, map[string]any{"metadata": map[string]any{
 			"uid": x.hp.UID, "annotations": map[string]any{AnnotationEvictionRefused: a.Reason},
 		}})
 		if err == nil && !a.ForUserTaint {
 			metrics.EvictionsRefusedVec.WithLabelValues(x.key.Cluster).Inc()
 		}
-	case EvictHost:
+	case evictHost:
 		x.logAction(a)
 		err = x.evictHost(ctx, a)
 	}
 	return err
+}
+
+// record writes a pending delete. A deferred delete's replacement was
+// chosen by decide from a view of the other deletes' bindings; if another
+// delete bound that pod meanwhile, the record is written unbound and the
+// next look chooses again.
+func (x *execution) record(r deletes.PendingDelete) error {
+	c := x.c
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	if r.Replacement != "" {
+		if holder, ok := c.assignedReplacements()[r.Replacement]; ok && holder != r.HostUID {
+			r.Replacement = ""
+		}
+	}
+	c.ledger.recordDelete(x.key.Cluster, r)
+	if r.Kind == deletes.Deferred {
+		c.log.V(1).Info("replacement assigned", "cluster", x.key.Cluster, "pod", r.Namespace+"/"+r.Name, "hostUID", r.HostUID, "replacement", r.Replacement)
+	}
+	return nil
 }
 
 // evictHost does what the taint manager does to evict a pod: the
@@ -204,7 +205,7 @@ func (x *execution) do(ctx context.Context, a Action) error {
 // eviction, not as a later user delete; it is stamped with the host API
 // server's time, which that classification compares with the delete's
 // deletionTimestamp (leafsync's clock may be off).
-func (x *execution) evictHost(ctx context.Context, a Action) error {
+func (x *execution) evictHost(ctx context.Context, a action) error {
 	st := x.hp.Status.DeepCopy()
 	cond := corev1.PodCondition{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
@@ -230,7 +231,7 @@ func (x *execution) evictHost(ctx context.Context, a Action) error {
 	}
 	if err == nil {
 		metrics.EvictionsCompletedVec.WithLabelValues(x.key.Cluster).Inc()
-		x.event(Action{Type: Event, Warning: true, Reason: a.Reason, Message: a.Message})
+		x.event(action{Type: event, Warning: true, Reason: a.Reason, Message: a.Message})
 	}
 	return err
 }
@@ -241,7 +242,7 @@ func (x *execution) evictHost(ctx context.Context, a Action) error {
 func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
 	mp, err := x.memberPodNow(ctx)
 	if err == nil && mp != nil && mp.UID == uid {
-		return requeueError{after: 200 * time.Millisecond, why: "member pod exists; the cache has not seen it yet"}
+		return x.retryIn(200*time.Millisecond, "member pod exists; the cache has not seen it yet")
 	}
 	return err
 }
@@ -252,7 +253,7 @@ func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
 func (x *execution) confirmNoPodFor(ctx context.Context, hostUID string) error {
 	mp, err := x.memberPodNow(ctx)
 	if err == nil && mp != nil && ours(mp, x.key.Cluster, x.ms.hostIdentity()) && mp.Labels[LabelHostUID] == hostUID {
-		return requeueError{after: time.Second, why: "member pod of the record exists; the cache has not seen it"}
+		return x.retryIn(time.Second, "member pod of the record exists; the cache has not seen it")
 	}
 	return err
 }
@@ -267,7 +268,7 @@ func (x *execution) memberPodNow(ctx context.Context) (*corev1.Pod, error) {
 	return mp, err
 }
 
-func (x *execution) event(a Action) {
+func (x *execution) event(a action) {
 	rec := x.c.opts.Recorder
 	if rec == nil {
 		return
@@ -353,7 +354,7 @@ func (x *execution) finishHost(ctx context.Context, persist bool) error {
 		err := x.c.ledger.flush(fctx, x.key.Cluster)
 		cancel()
 		if err != nil {
-			return requeueError{after: 500 * time.Millisecond, why: fmt.Sprintf("waiting for the state store to write the pending delete: %v", err)}
+			return x.retryIn(500*time.Millisecond, fmt.Sprintf("waiting for the state store to write the pending delete: %v", err))
 		}
 	}
 	hp, err := x.c.removeFinalizer(ctx, x.hp)
@@ -371,7 +372,7 @@ func (x *execution) syncStatus(ctx context.Context) error {
 	if x.mp == nil {
 		return nil
 	}
-	return x.updateHostStatus(ctx, HostStatus(x.hp, x.mp))
+	return x.updateHostStatus(ctx, hostStatus(x.hp, x.mp))
 }
 
 func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) error {
@@ -382,7 +383,7 @@ func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) e
 	cp.Status = st
 	out, err := x.c.opts.Host.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
-		return requeueError{after: 100 * time.Millisecond, why: "host pod changed"}
+		return x.retryIn(100*time.Millisecond, "host pod changed")
 	}
 	if err != nil {
 		return err
@@ -394,12 +395,12 @@ func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) e
 // ---- member writes ----
 
 func (x *execution) createMember(ctx context.Context) error {
-	mp, _ := MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
+	mp, _ := memberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
 	rt := x.m.Runtime
 	x.ms.depMu.Lock()
 	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace, x.c.admissionFor(x.m))
 	if err == nil {
-		err = x.ms.ensureDeps(ctx, rt, mp.Namespace, References(&mp.Spec))
+		err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, references(&mp.Spec))
 	}
 	var created *corev1.Pod
 	if err == nil {
@@ -410,22 +411,22 @@ func (x *execution) createMember(ctx context.Context) error {
 		})
 	}
 	x.ms.depMu.Unlock()
-	var ref refusal
+	var ref reflector.Refusal
 	switch {
 	case errors.As(err, &ref):
 		// Not an error retried for ever: the pod waits, saying why.
-		x.event(Action{Type: Event, Warning: true, Reason: ref.reason, Message: ref.msg})
-		return requeueError{after: ref.after, why: ref.msg}
+		x.event(action{Type: event, Warning: true, Reason: ref.Reason, Message: ref.Message})
+		return x.retryIn(ref.After, ref.Message)
 	case apierrors.IsAlreadyExists(err):
-		return requeueError{after: 200 * time.Millisecond, why: "member pod exists (cache behind)"}
+		return x.retryIn(200*time.Millisecond, "member namespace or pod created meanwhile (cache behind)")
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "service account"):
 		// The member's ServiceAccount controller has not made the
 		// namespace's default ServiceAccount yet.
-		return requeueError{after: 500 * time.Millisecond, why: err.Error()}
+		return x.retryIn(500*time.Millisecond, err.Error())
 	case err != nil:
 		return err
 	}
-	x.logAction(Action{Type: CreateMember}, "memberUID", string(created.UID))
+	x.logAction(action{Type: createMember}, "memberUID", string(created.UID))
 	x.mp = created
 	hp, err := x.c.setMemberUID(ctx, x.hp, created.UID)
 	x.hp = hp
@@ -438,7 +439,7 @@ func (x *execution) createMember(ctx context.Context) error {
 // host UID the decision was about (not adopted meanwhile for a new host
 // pod), and the delete is conditional on that read's UID and
 // resourceVersion.
-func (x *execution) deleteMember(ctx context.Context, a Action) error {
+func (x *execution) deleteMember(ctx context.Context, a action) error {
 	if err := x.c.ledger.checkWriter(ctx); err != nil {
 		return fmt.Errorf("not deleting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
@@ -458,7 +459,7 @@ func (x *execution) deleteMember(ctx context.Context, a Action) error {
 	if cur.UID != a.MemberUID || (a.HostUID != "" && cur.Labels[LabelHostUID] != a.HostUID) {
 		x.c.log.Info("member pod changed since the decision; not deleting it", "cluster", x.key.Cluster, "pod", x.key.Namespace+"/"+x.key.Name,
 			"memberUID", string(cur.UID), "wantUID", string(a.MemberUID), "hostUID", cur.Labels[LabelHostUID], "wantHostUID", a.HostUID)
-		return requeueError{after: waitShort, why: "member pod changed since the decision"}
+		return x.retryIn(waitShort, "member pod changed since the decision")
 	}
 	uid, rv := cur.UID, cur.ResourceVersion
 	err = pods.Delete(ctx, x.key.Name, metav1.DeleteOptions{
@@ -469,7 +470,7 @@ func (x *execution) deleteMember(ctx context.Context, a Action) error {
 	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		return requeueError{after: 200 * time.Millisecond, why: "member pod changed while being deleted"}
+		return x.retryIn(200*time.Millisecond, "member pod changed while being deleted")
 	}
 	return err
 }
@@ -496,7 +497,7 @@ func (x *execution) adopt(ctx context.Context, uid types.UID) error {
 	if err := x.c.ledger.checkWriter(ctx); err != nil {
 		return fmt.Errorf("not adopting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
-	want, _ := MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
+	want, _ := memberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
 	lbls := map[string]any{}
 	for k := range x.mp.Labels {
 		if _, ok := want.Labels[k]; !ok {

@@ -57,7 +57,7 @@ func withMemberUID(p *corev1.Pod, uid string) *corev1.Pod {
 func deleted(p *corev1.Pod, at time.Time, grace int64, cause string) *corev1.Pod {
 	p.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(time.Duration(grace) * time.Second)))
 	p.DeletionGracePeriodSeconds = ptr.To(grace)
-	if cause != CauseNone {
+	if cause != causeNone {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
 			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: cause,
 		})
@@ -67,7 +67,7 @@ func deleted(p *corev1.Pod, at time.Time, grace int64, cause string) *corev1.Pod
 
 // memberOf is the member pod leafsync made for hp.
 func memberOf(hp *corev1.Pod, uid string) *corev1.Pod {
-	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
+	mp, _ := memberPod(hp, testCluster, testLeaf, testHost)
 	mp.UID = types.UID(uid)
 	mp.Status.Phase = corev1.PodRunning
 	return mp
@@ -82,20 +82,20 @@ func status(s hysteresis.State) hysteresis.Status {
 	return st
 }
 
-func input(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) Input {
-	in := Input{
+func newInput(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) input {
+	in := input{
 		Now: t0, HostNow: t0, Cluster: testCluster, HostIdentity: testHost, State: status(st), Policy: DeferUntilReplaced,
 		MaxDeferral: 10 * time.Minute, ReapAfter: time.Minute,
 		Host: hp, Member: mp, Records: recs,
 	}
 	if hp != nil {
-		in.DesiredHash = SpecHash(hp)
+		in.DesiredHash = hostSpecHash(hp)
 	}
 	return in
 }
 
-func types_(p Plan) []ActionType {
-	out := make([]ActionType, len(p.Actions))
+func types_(p plan) []actionType {
+	out := make([]actionType, len(p.Actions))
 	for i, a := range p.Actions {
 		out[i] = a.Type
 	}
@@ -103,7 +103,7 @@ func types_(p Plan) []ActionType {
 }
 
 // Has reports whether the plan holds an action of type t (tests only).
-func (p Plan) Has(t ActionType) bool {
+func (p plan) Has(t actionType) bool {
 	for _, a := range p.Actions {
 		if a.Type == t {
 			return true

@@ -15,11 +15,11 @@ import (
 //
 //   - a host pod of that name is not created in its member while another
 //     member that is not confirmed down holds leafsync's copy of the name
-//     for another host pod (Input.OtherCopies, from that member's cache and
+//     for another host pod (input.OtherCopies, from that member's cache and
 //     a live read): the creation waits, with an Event saying for what;
 //   - that old copy, kept by a stale eviction under DeferUntilReplaced, is
 //     deleted as soon as the name's new host pod is bound to another node
-//     (Input.IdentityMoved), not once that pod is Ready: the replacement
+//     (input.IdentityMoved), not once that pod is Ready: the replacement
 //     waits for the old copy, never the reverse.
 //
 // A member confirmed down (NotReady, Recovering) holds nothing up: fail-over
@@ -37,9 +37,9 @@ func stableIdentity(owner string, spec *corev1.PodSpec) bool {
 	return kind == "StatefulSet" || spec.Hostname != "" || spec.Subdomain != ""
 }
 
-// OtherCopy is leafsync's copy of a pod name in another member, made for
+// otherCopy is leafsync's copy of a pod name in another member, made for
 // another host pod, or a member that could not be read to rule one out.
-type OtherCopy struct {
+type otherCopy struct {
 	// Cluster is the member.
 	Cluster string
 	// HostUID is the host pod the copy was made for ("" with Err).
@@ -51,7 +51,7 @@ type OtherCopy struct {
 // copyHeldElsewhere holds the creation of a host pod with a stable
 // identity while another member holds a copy of its name. It reports
 // whether it did.
-func copyHeldElsewhere(in Input, p *Plan) bool {
+func copyHeldElsewhere(in input, p *plan) bool {
 	hp := in.Host
 	if len(in.OtherCopies) == 0 || !stableIdentity(ownerOf(hp), &hp.Spec) {
 		return false
@@ -61,32 +61,32 @@ func copyHeldElsewhere(in Input, p *Plan) bool {
 	if o.Err != "" {
 		msg = fmt.Sprintf("waiting to confirm that member cluster %s holds no old copy of %s/%s (%s): a pod with a stable identity never runs in two members at once", o.Cluster, hp.Namespace, hp.Name, o.Err)
 	}
-	p.add(Action{Type: Event, Reason: ReasonWaitingForOldCopy, Message: msg})
-	p.requeue(ReplacementPoll)
+	p.add(action{Type: event, Reason: reasonWaitingForOldCopy, Message: msg})
+	p.requeue(replacementPoll)
 	return true
 }
 
-// ReasonWaitingForOldCopy is the Event of a creation held for an old copy
+// reasonWaitingForOldCopy is the Event of a creation held for an old copy
 // in another member.
-const ReasonWaitingForOldCopy = "WaitingForOldCopy"
+const reasonWaitingForOldCopy = "WaitingForOldCopy"
 
 // movedAway reports whether the record's member pod has a stable identity
 // that a new host pod bound to another node now holds.
-func movedAway(in Input, r deletes.PendingDelete, mp *corev1.Pod) bool {
+func movedAway(in input, r deletes.PendingDelete, mp *corev1.Pod) bool {
 	return in.IdentityMoved[r.HostUID] != "" && stableIdentity(r.Owner, &mp.Spec)
 }
 
 // deleteOldCopy deletes the old copy of a stable identity at once, without
 // waiting for the replacement to be Ready: the replacement waits for it.
-func deleteOldCopy(in Input, r deletes.PendingDelete, mp *corev1.Pod, p *Plan) {
-	p.add(in.del(mp, r.GracePeriodSeconds, ReasonOldCopyDeleted,
+func deleteOldCopy(in input, r deletes.PendingDelete, mp *corev1.Pod, p *plan) {
+	p.add(in.del(mp, r.GracePeriodSeconds, reasonOldCopyDeleted,
 		fmt.Sprintf("%s/%s has a new pod on node %s: its old copy here goes first, a pod with a stable identity never runs twice (stale eviction %s)", r.Namespace, r.Name, in.IdentityMoved[r.HostUID], r.Cause)))
 	p.requeue(waitShort)
 }
 
-// ReasonOldCopyDeleted is the reason of the delete of an old copy whose
+// reasonOldCopyDeleted is the reason of the delete of an old copy whose
 // identity moved to another node.
-const ReasonOldCopyDeleted = "OldCopyDeleted"
+const reasonOldCopyDeleted = "OldCopyDeleted"
 
 // movedTo returns the node a live host pod of the record's name, other than
 // the deleted one, is bound to, when that is not leaf ("" otherwise).

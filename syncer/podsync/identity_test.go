@@ -22,7 +22,7 @@ func withOwner(p *corev1.Pod, kind string) *corev1.Pod {
 // another member (not confirmed down) holds a copy of its name; other pods
 // are created as before.
 func TestCreationHeldForOldCopy(t *testing.T) {
-	held := []OtherCopy{{Cluster: "member-b", HostUID: "h0"}}
+	held := []otherCopy{{Cluster: "member-b", HostUID: "h0"}}
 	bare := hostPod("h1")
 	bare.OwnerReferences = nil
 	bare.Spec.Hostname = "web-0"
@@ -36,28 +36,28 @@ func TestCreationHeldForOldCopy(t *testing.T) {
 		"ReplicaSet with subdomain": {func() *corev1.Pod { p := withOwner(hostPod("h1"), "ReplicaSet"); p.Spec.Subdomain = "web"; return p }(), true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			in := input(hysteresis.Ready, c.hp, nil)
+			in := newInput(hysteresis.Ready, c.hp, nil)
 			in.OtherCopies = held
-			p := Decide(in)
+			p := decide(in)
 			if !c.held {
-				wantActions(t, p, AddFinalizer, CreateMember)
+				wantActions(t, p, addFinalizer, createMember)
 				return
 			}
-			wantActions(t, p, Event)
-			if a, _ := p.Get(Event); a.Reason != ReasonWaitingForOldCopy {
+			wantActions(t, p, event)
+			if a, _ := p.Get(event); a.Reason != reasonWaitingForOldCopy {
 				t.Errorf("event reason %s", a.Reason)
 			}
-			if p.Requeue != ReplacementPoll {
-				t.Errorf("requeue %s, want %s", p.Requeue, ReplacementPoll)
+			if p.Result.RequeueAfter != replacementPoll {
+				t.Errorf("requeue %s, want %s", p.Result.RequeueAfter, replacementPoll)
 			}
 			in.OtherCopies = nil
-			wantActions(t, Decide(in), AddFinalizer, CreateMember)
+			wantActions(t, decide(in), addFinalizer, createMember)
 		})
 	}
 	t.Run("a member that cannot be read holds it too", func(t *testing.T) {
-		in := input(hysteresis.Ready, hostPod("h1"), nil)
-		in.OtherCopies = []OtherCopy{{Cluster: "member-b", Err: "timeout"}}
-		wantActions(t, Decide(in), Event)
+		in := newInput(hysteresis.Ready, hostPod("h1"), nil)
+		in.OtherCopies = []otherCopy{{Cluster: "member-b", Err: "timeout"}}
+		wantActions(t, decide(in), event)
 	})
 }
 
@@ -69,37 +69,37 @@ func TestOldCopyDeletedWhenIdentityMoves(t *testing.T) {
 	deferred := owed(CauseTaintManager)
 	deferred.Kind, deferred.Since = deletes.Deferred, t0.Add(-time.Second)
 	moved := map[string]string{"h1": "leaf-member-b"}
-	for _, r := range []deletes.PendingDelete{deferred, owed(CauseTaintManager), owed(CausePodGC)} {
-		in := input(hysteresis.Ready, nil, mp, r)
+	for _, r := range []deletes.PendingDelete{deferred, owed(CauseTaintManager), owed(causePodGC)} {
+		in := newInput(hysteresis.Ready, nil, mp, r)
 		in.IdentityMoved = moved
-		p := Decide(in)
-		wantActions(t, p, DeleteMember)
-		if a, _ := p.Get(DeleteMember); a.Reason != ReasonOldCopyDeleted || a.MemberUID != "m1" || a.HostUID != "h1" {
+		p := decide(in)
+		wantActions(t, p, deleteMember)
+		if a, _ := p.Get(deleteMember); a.Reason != reasonOldCopyDeleted || a.MemberUID != "m1" || a.HostUID != "h1" {
 			t.Errorf("%s record: delete %+v", r.Kind, a)
 		}
 	}
 	t.Run("not before the name moves", func(t *testing.T) {
-		wantActions(t, Decide(input(hysteresis.Ready, nil, mp, deferred)))
+		wantActions(t, decide(newInput(hysteresis.Ready, nil, mp, deferred)))
 	})
 	t.Run("not while the member is not Ready", func(t *testing.T) {
-		in := input(hysteresis.Suspect, nil, mp, deferred)
+		in := newInput(hysteresis.Suspect, nil, mp, deferred)
 		in.IdentityMoved = moved
-		wantActions(t, Decide(in))
+		wantActions(t, decide(in))
 	})
 	t.Run("Retain keeps it", func(t *testing.T) {
 		r := deferred
 		r.Kind = deletes.Retained
-		in := input(hysteresis.Ready, nil, mp, r)
+		in := newInput(hysteresis.Ready, nil, mp, r)
 		in.Policy, in.IdentityMoved = Retain, moved
-		wantActions(t, Decide(in))
+		wantActions(t, decide(in))
 	})
 	t.Run("a Deployment's waits for its replacement", func(t *testing.T) {
 		hp := withOwner(hostPod("h1"), "ReplicaSet")
 		r := deferred
 		r.Owner = "ReplicaSet/web"
-		in := input(hysteresis.Ready, nil, memberOf(hp, "m1"), r)
+		in := newInput(hysteresis.Ready, nil, memberOf(hp, "m1"), r)
 		in.IdentityMoved = moved
-		wantActions(t, Decide(in))
+		wantActions(t, decide(in))
 	})
 }
 

@@ -24,19 +24,16 @@ const (
 	// two hosts sharing a member never take each other's objects.
 	LabelHost = "leafsync.io/host"
 
-	// AnnotationLeaf names the leaf node the host pod was bound to.
-	AnnotationLeaf = "leafsync.io/leaf"
-	// AnnotationSpecHash is the hash of the member pod spec leafsync built;
+	// annotationLeaf names the leaf node the host pod was bound to.
+	annotationLeaf = "leafsync.io/leaf"
+	// annotationSpecHash is the hash of the member pod spec leafsync built;
 	// a recreated host pod with the same hash may adopt the member pod.
-	AnnotationSpecHash = "leafsync.io/spec-hash"
-	// AnnotationOwner is the host pod's controller, "Kind/name".
-	AnnotationOwner = "leafsync.io/owner"
-	// AnnotationHostResourceVersion is the resourceVersion of the host
-	// ConfigMap or Secret a member copy was made from.
-	AnnotationHostResourceVersion = "leafsync.io/host-resource-version"
-	// AnnotationOrphaned is set on a member pod kept by the Retain policy
+	annotationSpecHash = "leafsync.io/spec-hash"
+	// annotationOwner is the host pod's controller, "Kind/name".
+	annotationOwner = "leafsync.io/owner"
+	// annotationOrphaned is set on a member pod kept by the Retain policy
 	// after its host pod went (the time it was retained, RFC 3339).
-	AnnotationOrphaned = "leafsync.io/orphaned"
+	annotationOrphaned = "leafsync.io/orphaned"
 
 	// AnnotationMemberUID, on a host pod, is the UID of its member pod
 	// (set once leafsync created or adopted it). A host pod that has it
@@ -93,15 +90,15 @@ func ParsePolicy(s string) (Policy, error) {
 // condition, "" for none, or CauseOrphan for a member pod found without
 // its host pod.
 const (
-	CauseNone         = ""
-	CauseEvictionAPI  = "EvictionByEvictionAPI"
-	CausePreemption   = "PreemptionByScheduler"
+	causeNone         = ""
+	causeEvictionAPI  = "EvictionByEvictionAPI"
+	causePreemption   = "PreemptionByScheduler"
 	CauseTaintManager = "DeletionByTaintManager"
-	CausePodGC        = "DeletionByPodGC"
-	// CauseOrphan: leafsync found one of its member pods with no host pod
+	causePodGC        = "DeletionByPodGC"
+	// causeOrphan: leafsync found one of its member pods with no host pod
 	// and no record of why (state lost, finalizer removed by hand); it is
 	// handled like a stale eviction.
-	CauseOrphan = "Orphan"
+	causeOrphan = "Orphan"
 )
 
 // CauseOf classifies a host pod's deletion: the reason of its
@@ -113,22 +110,22 @@ func CauseOf(p *corev1.Pod) string {
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			if IsEvictionCause(c.Reason) && leftOverCondition(p, c) {
-				return CauseNone
+			if isEvictionCause(c.Reason) && leftOverCondition(p, c) {
+				return causeNone
 			}
 			return c.Reason
 		}
 	}
-	return CauseNone
+	return causeNone
 }
 
-// IsEvictionCause reports whether a cause is an eviction the node's state
+// isEvictionCause reports whether a cause is an eviction the node's state
 // brought about (taint manager, pod GC, or an orphan), which may be stale
 // by the time leafsync acts. Every other cause (none, Eviction API,
 // preemption, kubelet, unknown reasons) is someone's decision about the
 // pod itself, and is forwarded.
-func IsEvictionCause(cause string) bool {
-	return cause == CauseTaintManager || cause == CausePodGC || cause == CauseOrphan
+func isEvictionCause(cause string) bool {
+	return cause == CauseTaintManager || cause == causePodGC || cause == causeOrphan
 }
 
 func hasFinalizer(p *corev1.Pod) bool {

@@ -31,13 +31,13 @@ const otherReadTimeout = 2 * time.Second
 // member whose cache has not synced is read live for orphans, but one that
 // cannot be read holds nothing up, so that a member with broken credentials
 // does not stop every other member's StatefulSets.
-func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *corev1.Pod, st hysteresis.State) []OtherCopy {
+func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *corev1.Pod, st hysteresis.State) []otherCopy {
 	if hp == nil || mp != nil || hp.DeletionTimestamp != nil || isTerminal(hp) || !st.LeafReady() ||
 		hp.Annotations[AnnotationMemberUID] != "" || !stableIdentity(ownerOf(hp), &hp.Spec) {
 		return nil
 	}
 	host := c.opts.Registry.HostIdentity()
-	var out []OtherCopy
+	var out []otherCopy
 	for _, m := range c.opts.Registry.Members() {
 		other := m.Cluster()
 		if other == cluster || m.Runtime == nil {
@@ -46,11 +46,11 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 		if s, ok := c.opts.Registry.Hysteresis(other); !ok || s.State == hysteresis.NotReady || s.State == hysteresis.Recovering {
 			continue // confirmed down: fail-over does not wait for it
 		}
-		copyOf := func(p *corev1.Pod) (OtherCopy, bool) {
+		copyOf := func(p *corev1.Pod) (otherCopy, bool) {
 			if p == nil || !ours(p, other, host) || p.Labels[LabelHostUID] == string(hp.UID) || isTerminal(p) {
-				return OtherCopy{}, false
+				return otherCopy{}, false
 			}
-			return OtherCopy{Cluster: other, HostUID: p.Labels[LabelHostUID]}, true
+			return otherCopy{Cluster: other, HostUID: p.Labels[LabelHostUID]}, true
 		}
 		recorded := c.recordsName(other, hp.Namespace, hp.Name)
 		synced := m.Runtime.HasSynced()
@@ -68,7 +68,7 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 		p, err := readPod(ctx, m, hp.Namespace, hp.Name)
 		switch o, ok := copyOf(p); {
 		case err != nil && recorded:
-			out = append(out, OtherCopy{Cluster: other, Err: err.Error()})
+			out = append(out, otherCopy{Cluster: other, Err: err.Error()})
 		case err == nil && ok:
 			out = append(out, o)
 		}
@@ -92,16 +92,9 @@ func readPod(ctx context.Context, m clusters.Member, namespace, name string) (*c
 	return p, err
 }
 
-// identityMoved maps the pending deletes of a Ready member whose name a
-// live host pod bound to another node than leaf now holds, to that node.
-func (c *Controller) identityMoved(leaf string, st hysteresis.State, records []deletes.PendingDelete) map[string]string {
-	if st != hysteresis.Ready || len(records) == 0 {
-		return nil
-	}
-	pods, ok := c.nsWatch.pods(records[0].Namespace)
-	if !ok {
-		return nil // not synced yet: looked at again at the next poll
-	}
+// identityMoved maps the pending deletes whose name a live host pod bound
+// to another node than leaf now holds, to that node.
+func identityMoved(leaf string, records []deletes.PendingDelete, pods []*corev1.Pod) map[string]string {
 	var out map[string]string
 	for _, r := range records {
 		if node := movedTo(r, leaf, pods); node != "" {

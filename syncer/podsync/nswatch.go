@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // nsWatch follows the host pods of the namespaces that have deferred
@@ -18,7 +19,8 @@ import (
 // informer per namespace is started on first need and stopped once no
 // deferred delete of that namespace has asked for it for idleAfter.
 type nsWatch struct {
-	host kubernetes.Interface
+	host  kubernetes.Interface
+	clock clock.WithTicker
 	// onChange is told of a pod change in a watched namespace (deferred
 	// deletes of that namespace look again at once, not at their next poll).
 	onChange func(namespace string)
@@ -43,15 +45,15 @@ func (w *nsWatch) start(ctx context.Context) {
 	w.mu.Lock()
 	w.ctx, w.ns = ctx, map[string]*nsInformer{}
 	w.mu.Unlock()
+	tick := w.clock.NewTicker(idleAfter / 2)
 	go func() {
-		tick := time.NewTicker(idleAfter / 2)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
-				w.stopIdle(time.Now())
+			case <-tick.C():
+				w.stopIdle()
 			}
 		}
 	}()
@@ -69,7 +71,7 @@ func (w *nsWatch) pods(namespace string) ([]*corev1.Pod, bool) {
 	if n == nil {
 		n = w.startLocked(namespace)
 	}
-	n.lastUsed = time.Now()
+	n.lastUsed = w.clock.Now()
 	inf := n.informer
 	w.mu.Unlock()
 	if !inf.HasSynced() {
@@ -104,7 +106,8 @@ func (w *nsWatch) startLocked(namespace string) *nsInformer {
 }
 
 // stopIdle stops the informers not used since idleAfter.
-func (w *nsWatch) stopIdle(now time.Time) {
+func (w *nsWatch) stopIdle() {
+	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ns, n := range w.ns {

@@ -9,12 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "apps"}})
 	var changes atomic.Int32
-	w := nsWatch{host: cs, onChange: func(ns string) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	w := nsWatch{host: cs, clock: fc, onChange: func(ns string) {
 		if ns == "apps" {
 			changes.Add(1)
 		}
@@ -46,12 +48,23 @@ func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Unused for idleAfter: stopped.
-	w.stopIdle(time.Now().Add(idleAfter + time.Second))
-	w.mu.Lock()
-	left := len(w.ns)
-	w.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d namespace informers left after idling", left)
+	left := func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.ns)
+	}
+	// Used within idleAfter: kept.
+	fc.Step(idleAfter - time.Second)
+	w.stopIdle()
+	if n := left(); n != 1 {
+		t.Fatalf("%d namespace informers after %s unused, want 1", n, idleAfter-time.Second)
+	}
+	// Unused for idleAfter: the idle ticker stops it.
+	fc.Step(2 * time.Second)
+	for left() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d namespace informers left after idling", left())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

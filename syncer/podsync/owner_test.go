@@ -35,13 +35,13 @@ func TestAnotherHostsPodIsLeftAlone(t *testing.T) {
 	theirs := memberOf(hp, "m1")
 	theirs.Labels[LabelHost] = "host-b"
 	for _, policy := range Policies {
-		in := input(hysteresis.Ready, nil, theirs)
+		in := newInput(hysteresis.Ready, nil, theirs)
 		in.Policy = policy
-		wantActions(t, Decide(in))
+		wantActions(t, decide(in))
 	}
 	// Nor is it adopted by a host pod of the same name and spec.
-	p := Decide(input(hysteresis.Ready, hostPod("h2"), theirs))
-	if p.Has(Adopt) || p.Has(DeleteMember) {
+	p := decide(newInput(hysteresis.Ready, hostPod("h2"), theirs))
+	if p.Has(adopt) || p.Has(deleteMember) {
 		t.Errorf("plan for another host's member pod: %v", types_(p))
 	}
 }

@@ -12,11 +12,11 @@ import (
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
-// genInput draws any situation Decide can meet for one pod name.
-func genInput(t *rapid.T) Input {
+// genInput draws any situation decide can meet for one pod name.
+func genInput(t *rapid.T) input {
 	state := hysteresis.State(rapid.IntRange(0, hysteresis.NumStates-1).Draw(t, "state"))
 	policy := rapid.SampledFrom(Policies).Draw(t, "policy")
-	causes := []string{CauseNone, CauseEvictionAPI, CausePreemption, CauseTaintManager, CausePodGC}
+	causes := []string{causeNone, causeEvictionAPI, causePreemption, CauseTaintManager, causePodGC}
 
 	var hp *corev1.Pod
 	switch rapid.IntRange(0, 2).Draw(t, "host") {
@@ -69,18 +69,20 @@ func genInput(t *rapid.T) Input {
 			recs = append(recs, deletes.PendingDelete{
 				Kind:      rapid.SampledFrom([]deletes.DeleteKind{deletes.Owed, deletes.Deferred, deletes.Retained}).Draw(t, "kind-"+uid),
 				Namespace: "apps", Name: "web-0", HostUID: uid, Owner: "StatefulSet/web",
-				Cause: rapid.SampledFrom(append(causes, CauseOrphan)).Draw(t, "rcause-"+uid),
+				Cause: rapid.SampledFrom(append(causes, causeOrphan)).Draw(t, "rcause-"+uid),
 				Since: t0.Add(-time.Duration(rapid.IntRange(0, 1200).Draw(t, "since-"+uid)) * time.Second),
 			})
 		}
 	}
-	in := input(state, hp, mp, recs...)
+	in := newInput(state, hp, mp, recs...)
 	in.Policy = policy
-	in.ReplacementReady = map[string]bool{}
-	for _, r := range recs {
-		if rapid.Bool().Draw(t, "replaced-"+r.HostUID) {
-			in.ReplacementReady[r.HostUID] = true
+	if rapid.Bool().Draw(t, "replacementsKnown") {
+		in.Replacements = &replacements{}
+		if rapid.Bool().Draw(t, "replaced") {
+			in.Replacements.Pods = []*corev1.Pod{ownedPod("web-0", "new0", "StatefulSet", "web", t0, true)}
 		}
+	}
+	for _, r := range recs {
 		if rapid.Bool().Draw(t, "moved-"+r.HostUID) {
 			if in.IdentityMoved == nil {
 				in.IdentityMoved = map[string]string{}
@@ -89,7 +91,7 @@ func genInput(t *rapid.T) Input {
 		}
 	}
 	if rapid.Bool().Draw(t, "otherCopy") {
-		in.OtherCopies = []OtherCopy{{Cluster: "member-b", HostUID: "h0"}}
+		in.OtherCopies = []otherCopy{{Cluster: "member-b", HostUID: "h0"}}
 	}
 	return in
 }
@@ -124,8 +126,8 @@ func TestDecideGuard(t *testing.T) {
 func guardProperty(t *rapid.T) {
 	{
 		in := genInput(t)
-		p := Decide(in)
-		if q := Decide(in); fmt.Sprint(p) != fmt.Sprint(q) {
+		p := decide(in)
+		if q := decide(in); fmt.Sprint(p) != fmt.Sprint(q) {
 			t.Fatalf("not deterministic: %v vs %v", p, q)
 		}
 		st := in.State.State
@@ -136,34 +138,34 @@ func guardProperty(t *rapid.T) {
 			recorded[r.HostUID] = r
 		}
 		for _, a := range p.Actions {
-			if a.Type == Record {
+			if a.Type == record {
 				recorded[a.Record.HostUID] = a.Record
 			}
 		}
 		for _, a := range p.Actions {
 			switch a.Type {
-			case CreateMember, DeleteMember, Adopt, MarkRetained:
+			case createMember, deleteMember, adopt, markRetained:
 				if down {
 					t.Fatalf("%s while the member is %s: %+v", a.Type, st, p.Actions)
 				}
 			}
-			if a.Type == DropRecord && a.Reason == "MemberPodGone" && a.ConfirmNoPodFor != a.HostUID {
+			if a.Type == dropRecord && a.Reason == "MemberPodGone" && a.ConfirmNoPodFor != a.HostUID {
 				t.Fatalf("record dropped on the member cache's word that its member pod is gone: %+v", p.Actions)
 			}
-			if a.Type == FailHost && a.ConfirmGone == "" {
+			if a.Type == failHost && a.ConfirmGone == "" {
 				t.Fatalf("host pod failed on the member cache's word alone: %+v", p.Actions)
 			}
-			if _, owed := recorded[hostUID(in)]; a.Type == FinishHost && rel == relNone && !owed &&
+			if _, owed := recorded[hostUID(in)]; a.Type == finishHost && rel == relNone && !owed &&
 				in.Host.Annotations[AnnotationMemberUID] != "" && a.ConfirmGone == "" {
 				t.Fatalf("host pod finished on the member cache's word that its member pod is gone: %+v", p.Actions)
 			}
-			if a.Type == CreateMember && len(in.OtherCopies) > 0 && stableIdentity(ownerOf(in.Host), &in.Host.Spec) {
+			if a.Type == createMember && len(in.OtherCopies) > 0 && stableIdentity(ownerOf(in.Host), &in.Host.Spec) {
 				t.Fatalf("created while member %s holds a copy of the name: %+v", in.OtherCopies[0].Cluster, p.Actions)
 			}
-			if a.Type == DeleteMember && in.Policy != Forward {
+			if a.Type == deleteMember && in.Policy != Forward {
 				checkDelete(t, in, rel, a)
 			}
-			if a.Type == FinishHost && rel == relSame {
+			if a.Type == finishHost && rel == relSame {
 				r, ok := recorded[string(in.Host.UID)]
 				if !ok {
 					t.Fatalf("host pod finished while its member pod runs, with no pending delete: %+v", p.Actions)
@@ -176,19 +178,19 @@ func guardProperty(t *rapid.T) {
 	}
 }
 
-func hostUID(in Input) string {
+func hostUID(in input) string {
 	if in.Host == nil {
 		return ""
 	}
 	return string(in.Host.UID)
 }
 
-func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
+func checkDelete(t *rapid.T, in input, rel relation, a action) {
 	mp := in.Member
 	owner := mp.Labels[LabelHostUID]
 	if in.Host != nil && (owner == string(in.Host.UID) || in.Host.Annotations[AnnotationMemberUID] == string(mp.UID)) {
 		// This host pod's own member pod: only for a delete someone asked for.
-		if c := CauseOf(in.Host); IsEvictionCause(c) || in.Host.DeletionTimestamp == nil {
+		if c := CauseOf(in.Host); isEvictionCause(c) || in.Host.DeletionTimestamp == nil {
 			t.Fatalf("deleted the member pod of host pod being evicted (%q) under %s: %s", c, in.Policy, a.Reason)
 		}
 		return
@@ -199,7 +201,7 @@ func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	r := recordFor(in.Records, owner)
 	if in.Host != nil && rel == relOther {
 		// The name is needed: allowed unless the pod could be adopted.
-		if (r == nil || IsEvictionCause(r.Cause)) && mp.Annotations[AnnotationSpecHash] == in.DesiredHash && !isTerminal(mp) {
+		if (r == nil || isEvictionCause(r.Cause)) && mp.Annotations[annotationSpecHash] == in.DesiredHash && !isTerminal(mp) {
 			t.Fatalf("deleted an adoptable member pod: %s", a.Reason)
 		}
 		return
@@ -207,7 +209,7 @@ func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	if r == nil {
 		t.Fatalf("deleted an orphan without a record (%s)", a.Reason)
 	}
-	if !IsEvictionCause(r.Cause) {
+	if !isEvictionCause(r.Cause) {
 		return // an owed user delete
 	}
 	if in.Policy != Retain && movedAway(in, *r, mp) {
@@ -216,7 +218,7 @@ func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	if r.Kind != deletes.Deferred {
 		t.Fatalf("deleted a %s stale eviction under %s: %s", r.Kind, in.Policy, a.Reason)
 	}
-	if !in.ReplacementReady[r.HostUID] && in.Now.Before(r.Since.Add(in.MaxDeferral)) {
+	if _, replaced := in.replacementOf(*r); !replaced && in.Now.Before(r.Since.Add(in.MaxDeferral)) {
 		t.Fatalf("deleted a deferred member pod before its replacement is Ready or maxDeferral: %s", a.Reason)
 	}
 }

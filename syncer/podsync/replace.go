@@ -9,7 +9,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
 )
 
-// ChooseReplacement returns the replacement of a deferred delete among the
+// chooseReplacement returns the replacement of a deferred delete among the
 // host pods of its namespace, and whether it is Ready ("" if there is
 // none yet).
 //
@@ -26,7 +26,7 @@ import (
 //     second of timestamp rounding (an orphan, whose deletion time is
 //     unknown, takes any).
 //   - A pod without an owner has no replacement (MaxDeferral bounds it).
-func ChooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, pods []*corev1.Pod) (uid string, ready bool) {
+func chooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, pods []*corev1.Pod) (uid string, ready bool) {
 	kind, _ := splitOwner(r.Owner)
 	switch {
 	case r.Owner == "":

@@ -37,9 +37,9 @@ func choose(t *testing.T, r deletes.PendingDelete, taken []string, pods []*corev
 	for _, u := range taken {
 		tk[u] = true
 	}
-	uid, ready := ChooseReplacement(r, tk, map[string]bool{r.HostUID: true}, pods)
+	uid, ready := chooseReplacement(r, tk, map[string]bool{r.HostUID: true}, pods)
 	if uid != wantUID || ready != wantReady {
-		t.Errorf("ChooseReplacement(%s) = %q ready=%v, want %q ready=%v", r.Name, uid, ready, wantUID, wantReady)
+		t.Errorf("chooseReplacement(%s) = %q ready=%v, want %q ready=%v", r.Name, uid, ready, wantUID, wantReady)
 	}
 }
 
@@ -106,7 +106,7 @@ func TestReplacementOrphanAndNoOwner(t *testing.T) {
 	const rs = "ReplicaSet/web-5d8"
 	pods := []*corev1.Pod{ownedPod("web-5d8-kept", "kept", "ReplicaSet", "web-5d8", t0.Add(-time.Hour), true)}
 	orphan := deferred("web-5d8-o", "orphan", rs, time.Time{})
-	orphan.Cause = CauseOrphan
+	orphan.Cause = causeOrphan
 	choose(t, orphan, nil, pods, "kept", true)
 	choose(t, orphan, []string{"kept"}, pods, "", false)
 	choose(t, deferred("bare", "old", "", t0), nil, pods, "", false)

@@ -13,13 +13,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/syncer/member"
+	"github.com/leafsync/leafsync/syncer/reflector"
 )
 
 // kubeRootCA is the ConfigMap every namespace of every cluster gets from
 // its own control plane; it is never copied.
 const kubeRootCA = "kube-root-ca.crt"
 
-// MemberPod builds the member pod for a host pod bound to leaf, and returns
+// memberPod builds the member pod for a host pod bound to leaf, and returns
 // it with the hash of its spec (AnnotationSpecHash).
 //
 // The spec is the host's, minus what only means something in the host:
@@ -34,7 +35,7 @@ const kubeRootCA = "kube-root-ca.crt"
 //
 // Its labels say which host (host, the host's identity) and cluster it
 // belongs to (ownedBy).
-func MemberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string) {
+func memberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string) {
 	spec := memberSpec(hp)
 	hash := specHash(&spec)
 	labels := make(map[string]string, len(hp.Labels)+4)
@@ -52,10 +53,10 @@ func MemberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string)
 		}
 		annotations[k] = v
 	}
-	annotations[AnnotationLeaf] = leaf
-	annotations[AnnotationSpecHash] = hash
+	annotations[annotationLeaf] = leaf
+	annotations[annotationSpecHash] = hash
 	if o := ownerOf(hp); o != "" {
-		annotations[AnnotationOwner] = o
+		annotations[annotationOwner] = o
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -68,8 +69,8 @@ func MemberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string)
 	}, hash
 }
 
-// SpecHash is the hash MemberPod would give the host pod's member spec.
-func SpecHash(hp *corev1.Pod) string {
+// hostSpecHash is the hash MemberPod would give the host pod's member spec.
+func hostSpecHash(hp *corev1.Pod) string {
 	spec := memberSpec(hp)
 	return specHash(&spec)
 }
@@ -159,12 +160,12 @@ func keepMounts(ms []corev1.VolumeMount, removed map[string]bool) []corev1.Volum
 	return out
 }
 
-// HostStatus is the host pod's status mirrored from its member pod: phase,
+// hostStatus is the host pod's status mirrored from its member pod: phase,
 // conditions, container statuses, IPs and start time come from the member;
 // what the host owns stays (QoS class, nominated node, resource claims,
 // observed generation, and conditions only the host has — notably
 // DisruptionTarget).
-func HostStatus(hp, mp *corev1.Pod) corev1.PodStatus {
+func hostStatus(hp, mp *corev1.Pod) corev1.PodStatus {
 	st := *mp.Status.DeepCopy()
 	st.QOSClass = hp.Status.QOSClass
 	st.NominatedNodeName = hp.Status.NominatedNodeName
@@ -190,9 +191,9 @@ func HostStatus(hp, mp *corev1.Pod) corev1.PodStatus {
 	return st
 }
 
-// FailedStatus is the host pod's status once its member pod was deleted or
+// failedStatus is the host pod's status once its member pod was deleted or
 // evicted in the member: Failed, not ready, containers terminated.
-func FailedStatus(hp *corev1.Pod, reason, message string, now time.Time) corev1.PodStatus {
+func failedStatus(hp *corev1.Pod, reason, message string, now time.Time) corev1.PodStatus {
 	st := *hp.Status.DeepCopy()
 	st.Phase = corev1.PodFailed
 	st.Reason = reason
@@ -233,20 +234,10 @@ func FailedStatus(hp *corev1.Pod, reason, message string, now time.Time) corev1.
 	return st
 }
 
-// ObjectRef is a ConfigMap or Secret a pod uses, in the pod's namespace.
-type ObjectRef struct {
-	Kind string // "ConfigMap" or "Secret"
-	Name string
-	// Optional: every use of it may be missing, as on a node (optional
-	// volumes, projections and env references; image pull secrets, which
-	// a kubelet only warns about).
-	Optional bool
-}
-
-// References returns the ConfigMaps and Secrets a pod spec uses (volumes,
+// references returns the ConfigMaps and Secrets a pod spec uses (volumes,
 // projected sources, env, envFrom, image pull secrets), sorted, without
 // kube-root-ca.crt (every member namespace has its own).
-func References(spec *corev1.PodSpec) []ObjectRef {
+func references(spec *corev1.PodSpec) []reflector.Ref {
 	type ref struct{ kind, name string }
 	required := map[ref]bool{} // false: only optional uses so far
 	add := func(kind, name string, optional *bool) {
@@ -299,9 +290,9 @@ func References(spec *corev1.PodSpec) []ObjectRef {
 	for _, s := range spec.ImagePullSecrets {
 		add("Secret", s.Name, yes)
 	}
-	out := make([]ObjectRef, 0, len(required))
+	out := make([]reflector.Ref, 0, len(required))
 	for r, req := range required {
-		out = append(out, ObjectRef{Kind: r.kind, Name: r.name, Optional: !req})
+		out = append(out, reflector.Ref{Kind: r.kind, Name: r.name, Optional: !req})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/syncer/reflector"
 )
 
 // admitted is a host pod as the host's admission leaves it: a projected
@@ -43,7 +44,7 @@ func admitted(uid, tokenVolume string) *corev1.Pod {
 }
 
 func TestMemberPodNoHostToken(t *testing.T) {
-	mp, hash := MemberPod(admitted("h1", "kube-api-access-abcde"), testCluster, testLeaf, testHost)
+	mp, hash := memberPod(admitted("h1", "kube-api-access-abcde"), testCluster, testLeaf, testHost)
 	s := mp.Spec
 	if s.ServiceAccountName != "" || s.DeprecatedServiceAccount != "" {
 		t.Errorf("service account %q/%q, want the member's default", s.ServiceAccountName, s.DeprecatedServiceAccount)
@@ -59,13 +60,13 @@ func TestMemberPodNoHostToken(t *testing.T) {
 	if got := s.Containers[0].VolumeMounts; len(got) != 1 || got[0].Name != "config" {
 		t.Errorf("mounts = %+v, want only config", got)
 	}
-	if mp.Annotations[AnnotationSpecHash] != hash || hash == "" {
-		t.Errorf("spec hash annotation %q, returned %q", mp.Annotations[AnnotationSpecHash], hash)
+	if mp.Annotations[annotationSpecHash] != hash || hash == "" {
+		t.Errorf("spec hash annotation %q, returned %q", mp.Annotations[annotationSpecHash], hash)
 	}
 
 	opted := admitted("h1", "kube-api-access-abcde")
 	opted.Annotations[AnnotationMemberServiceAccount] = "web-reader"
-	mp, _ = MemberPod(opted, testCluster, testLeaf, testHost)
+	mp, _ = memberPod(opted, testCluster, testLeaf, testHost)
 	if mp.Spec.ServiceAccountName != "web-reader" || mp.Spec.AutomountServiceAccountToken != nil {
 		t.Errorf("opt-in: sa=%q automount=%v, want web-reader and the member's default", mp.Spec.ServiceAccountName, mp.Spec.AutomountServiceAccountToken)
 	}
@@ -83,7 +84,7 @@ func TestMemberPodHostOnlyFields(t *testing.T) {
 	hp.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
 	hp.Spec.Overhead = corev1.ResourceList{}
 	hp.Spec.Hostname, hp.Spec.Subdomain = "web-0", "web"
-	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
+	mp, _ := memberPod(hp, testCluster, testLeaf, testHost)
 	s := mp.Spec
 	if s.NodeName != "" || s.NodeSelector != nil || s.Affinity.NodeAffinity != nil || s.TopologySpreadConstraints != nil ||
 		s.SchedulerName != "" || s.Priority != nil || s.PriorityClassName != "" || s.ReadinessGates != nil || s.Overhead != nil {
@@ -104,7 +105,7 @@ func TestMemberPodHostOnlyFields(t *testing.T) {
 			t.Errorf("label %s=%q, want %q", k, mp.Labels[k], v)
 		}
 	}
-	if mp.Annotations[AnnotationOwner] != "StatefulSet/web" || mp.Annotations[AnnotationLeaf] != testLeaf || mp.Annotations["team"] != "web" {
+	if mp.Annotations[annotationOwner] != "StatefulSet/web" || mp.Annotations[annotationLeaf] != testLeaf || mp.Annotations["team"] != "web" {
 		t.Errorf("annotations %v", mp.Annotations)
 	}
 	for _, k := range []string{corev1.LastAppliedConfigAnnotation, AnnotationMemberUID} {
@@ -127,17 +128,17 @@ func TestSpecHash(t *testing.T) {
 	a := admitted("h1", "kube-api-access-abcde")
 	b := admitted("h2", "kube-api-access-zyxwv")
 	b.Labels["controller-revision-hash"] = "web-7d9"
-	if SpecHash(a) != SpecHash(b) {
+	if hostSpecHash(a) != hostSpecHash(b) {
 		t.Error("same template, different hash: a recreated pod could not adopt")
 	}
 	c := admitted("h3", "kube-api-access-abcde")
 	c.Spec.Containers[0].Image = "registry.example/app:2"
-	if SpecHash(a) == SpecHash(c) {
+	if hostSpecHash(a) == hostSpecHash(c) {
 		t.Error("image changed, same hash: an incompatible pod would be adopted")
 	}
 	d := admitted("h4", "kube-api-access-abcde")
 	d.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "x"}}
-	if SpecHash(a) == SpecHash(d) {
+	if hostSpecHash(a) == hostSpecHash(d) {
 		t.Error("env changed, same hash")
 	}
 }
@@ -168,11 +169,11 @@ func TestReferences(t *testing.T) {
 	// Optional only when every use is: cm-env (an optional env), pull (a
 	// kubelet only warns about a missing pull secret); s-vol is also a
 	// volume, cm-vol also a required volume.
-	want := []ObjectRef{
-		{"ConfigMap", "cm-env", true}, {"ConfigMap", "cm-envfrom", false}, {"ConfigMap", "cm-proj", false}, {"ConfigMap", "cm-vol", false},
-		{"Secret", "pull", true}, {"Secret", "s-env", false}, {"Secret", "s-envfrom", false}, {"Secret", "s-proj", false}, {"Secret", "s-vol", false},
+	want := []reflector.Ref{
+		{Kind: "ConfigMap", Name: "cm-env", Optional: true}, {Kind: "ConfigMap", Name: "cm-envfrom", Optional: false}, {Kind: "ConfigMap", Name: "cm-proj", Optional: false}, {Kind: "ConfigMap", Name: "cm-vol", Optional: false},
+		{Kind: "Secret", Name: "pull", Optional: true}, {Kind: "Secret", Name: "s-env", Optional: false}, {Kind: "Secret", Name: "s-envfrom", Optional: false}, {Kind: "Secret", Name: "s-proj", Optional: false}, {Kind: "Secret", Name: "s-vol", Optional: false},
 	}
-	if got := References(spec); !reflect.DeepEqual(got, want) {
+	if got := references(spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("References =\n%v\nwant\n%v", got, want)
 	}
 }
@@ -198,7 +199,7 @@ func TestHostStatus(t *testing.T) {
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, RestartCount: 2}},
 	}
-	st := HostStatus(hp, mp)
+	st := hostStatus(hp, mp)
 	if st.Phase != corev1.PodRunning || st.PodIP != "10.0.0.7" || st.HostIP != "192.168.1.2" || st.StartTime == nil ||
 		len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].RestartCount != 2 {
 		t.Errorf("status not mirrored: %+v", st)
@@ -219,7 +220,7 @@ func TestHostStatus(t *testing.T) {
 
 	running := hp.DeepCopy()
 	running.Status = st
-	f := FailedStatus(running, "MemberPodDeleted", "gone", t0)
+	f := failedStatus(running, "MemberPodDeleted", "gone", t0)
 	if f.Phase != corev1.PodFailed || f.Reason != "MemberPodDeleted" || f.ContainerStatuses[0].State.Terminated == nil || f.ContainerStatuses[0].Ready {
 		t.Errorf("failed status %+v", f)
 	}

@@ -1,4 +1,4 @@
-package podsync
+package reflector
 
 import (
 	"testing"
@@ -8,10 +8,19 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// copyLabels are the labels of a copy (as podsync's Owner makes them).
+func copyLabels(uid string, from map[string]string) map[string]string {
+	l := map[string]string{"leafsync.io/managed": "true", "leafsync.io/cluster": "member-a", "leafsync.io/host": "host-a", "leafsync.io/host-uid": uid}
+	for k, v := range from {
+		l[k] = v
+	}
+	return l
+}
+
 func wantedConfigMap(hostRV string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "apps",
-			Labels:      managedLabels(testCluster, testHost, "cm-uid", map[string]string{"app": "web"}),
+			Labels:      copyLabels("cm-uid", map[string]string{"app": "web"}),
 			Annotations: map[string]string{AnnotationHostResourceVersion: hostRV}},
 		Data: data,
 	}
@@ -20,7 +29,7 @@ func wantedConfigMap(hostRV string, data map[string]string) *corev1.ConfigMap {
 func wantedSecret(hostRV string, data string, typ corev1.SecretType) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-secret", Namespace: "apps",
-			Labels:      managedLabels(testCluster, testHost, "s-uid", nil),
+			Labels:      copyLabels("s-uid", nil),
 			Annotations: map[string]string{AnnotationHostResourceVersion: hostRV}},
 		Data: map[string][]byte{"password": []byte(data)}, Type: typ,
 	}
@@ -68,7 +77,11 @@ func TestPlanCopy(t *testing.T) {
 		{"host object gone, optional", cm.DeepCopy(), nil, true, false, copyDelete},
 		{"host object gone, optional, no copy", nil, nil, true, false, copyKeep},
 	} {
-		if got := planCopy(tc.cur, tc.want, tc.owned, tc.needed); got != tc.step {
+		var kind Kind = configMaps{}
+		if _, ok := tc.want.(*corev1.Secret); ok {
+			kind = secrets{}
+		}
+		if got := planCopy(kind, tc.cur, tc.want, tc.owned, tc.needed); got != tc.step {
 			t.Errorf("%s: step %d, want %d", tc.name, got, tc.step)
 		}
 	}
