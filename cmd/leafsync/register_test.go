@@ -347,3 +347,29 @@ func TestRegisterFollowsNoRedirect(t *testing.T) {
 	}
 	t.Logf("member asked %q; register: %v", asked, err)
 }
+
+// TestApplySecretOwnsWhatItSets: under server-side apply a repeated
+// register drops a leafsync.io/ annotation it set before and not now,
+// and keeps what others set.
+func TestApplySecretOwnsWhatItSets(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "leafsync-system"}})
+	first := registrationSecret("leafsync-system", "member-eu-1", "eu-1", []byte("v1"),
+		map[string]string{registration.AnnotationLeafName: "a", "leafsync.io/not-ready-after": "2m"})
+	if _, err := applySecret(ctx, c, first); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := c.CoreV1().Secrets("leafsync-system").Get(ctx, "member-eu-1", metav1.GetOptions{})
+	cur.Annotations["team"] = "payments"
+	if _, err := c.CoreV1().Secrets("leafsync-system").Update(ctx, cur, metav1.UpdateOptions{FieldManager: "kubectl-annotate"}); err != nil {
+		t.Fatal(err)
+	}
+	second := registrationSecret("leafsync-system", "member-eu-1", "eu-1", []byte("v2"), map[string]string{registration.AnnotationLeafName: "a"})
+	if _, err := applySecret(ctx, c, second); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ = c.CoreV1().Secrets("leafsync-system").Get(ctx, "member-eu-1", metav1.GetOptions{})
+	if _, ok := cur.Annotations["leafsync.io/not-ready-after"]; ok || cur.Annotations["team"] != "payments" || cur.Annotations[registration.AnnotationLeafName] != "a" {
+		t.Errorf("annotations after the second register: %v; want not-ready-after dropped, team and leaf-name kept", cur.Annotations)
+	}
+}
