@@ -11,10 +11,10 @@ import (
 // Size limits of an encoded record. A Kubernetes object is limited to about
 // 1.5MiB by etcd's default request size (ConfigMaps to 1MiB of data); etcd
 // itself to 1.5MiB per request. A hysteresis snapshot is a few KiB; only a
-// member with thousands of pending deletes gets near CompressAbove.
+// member with thousands of pending deletes gets near compressAbove.
 const (
-	// CompressAbove: records larger than this are gzip-compressed.
-	CompressAbove = 64 << 10
+	// compressAbove: records larger than this are gzip-compressed.
+	compressAbove = 64 << 10
 	// MaxRecordBytes: the largest encoded record written (ErrTooLarge
 	// beyond); well under both backends' limits.
 	MaxRecordBytes = 900 << 10
@@ -23,14 +23,14 @@ const (
 var gzipMagic = []byte{0x1f, 0x8b}
 
 // Encode encodes a record: JSON, gzip-compressed when larger than
-// CompressAbove. compressed says which. ErrTooLarge if the result exceeds
+// compressAbove. compressed says which. ErrTooLarge if the result exceeds
 // MaxRecordBytes.
 func Encode(st ClusterState) (data []byte, compressed bool, err error) {
 	data, err = json.Marshal(st)
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding state: %w", err)
 	}
-	if len(data) <= CompressAbove {
+	if len(data) <= compressAbove {
 		return data, false, nil
 	}
 	var buf bytes.Buffer

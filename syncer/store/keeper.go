@@ -348,14 +348,6 @@ func (k *Keeper) flush(ctx context.Context, chosen func(string) bool) error {
 	return k.wb.flush(ctx, want)
 }
 
-// Written reports whether a cluster has no change waiting to be written.
-func (k *Keeper) Written(cluster string) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e := k.entries[cluster]
-	return e == nil || !e.pending()
-}
-
 // Pending is the number of clusters whose latest state is not yet written.
 func (k *Keeper) Pending() int {
 	k.mu.Lock()

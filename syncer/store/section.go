@@ -120,7 +120,7 @@ func (s *Section[T]) Set(k *Keeper, cluster string, v T) error {
 }
 
 // Read returns the section's value in a record read from a store.
-func (s *Section[T]) Read(st ClusterState) (T, error) { return s.decode(st.Sections[s.Name]) }
+func (s *Section[T]) Read(st ClusterState) (T, error) { return s.decode(st.sections[s.Name]) }
 
 // Write puts the section's value into a record.
 func (s *Section[T]) Write(st *ClusterState, v T) error {
@@ -128,10 +128,10 @@ func (s *Section[T]) Write(st *ClusterState, v T) error {
 	if err != nil {
 		return err
 	}
-	if st.Sections == nil {
-		st.Sections = map[string]json.RawMessage{}
+	if st.sections == nil {
+		st.sections = map[string]json.RawMessage{}
 	}
-	st.Sections[s.Name] = raw
+	st.sections[s.Name] = raw
 	return nil
 }
 
@@ -186,7 +186,7 @@ func (l *Ledger[T]) Update(k *Keeper, cluster string, fn func([]T) []T) {
 // Read returns the ledger's items in a record read from a store (or
 // assembled by ReadCluster).
 func (l *Ledger[T]) Read(st ClusterState) ([]T, error) {
-	x, err := l.decode(st.Sections[l.Name])
+	x, err := l.decode(st.sections[l.Name])
 	if err != nil {
 		return nil, err
 	}
@@ -199,10 +199,10 @@ func (l *Ledger[T]) Write(st *ClusterState, v []T) error {
 	if err != nil {
 		return err
 	}
-	if st.Sections == nil {
-		st.Sections = map[string]json.RawMessage{}
+	if st.sections == nil {
+		st.sections = map[string]json.RawMessage{}
 	}
-	st.Sections[l.Name] = raw
+	st.sections[l.Name] = raw
 	return nil
 }
 

@@ -67,7 +67,7 @@ type Version string
 // and Ledger), and who wrote it. On the wire it is one JSON object: every
 // section a field beside "term" and "writer".
 type ClusterState struct {
-	Sections map[string]json.RawMessage
+	sections map[string]json.RawMessage
 	// Term and Writer say who wrote the record (set by the Keeper on
 	// every write; ignored when comparing states).
 	Term   uint64
@@ -77,8 +77,8 @@ type ClusterState struct {
 // MarshalJSON writes the sections (by name, empty ones left out), then
 // term and writer.
 func (st ClusterState) MarshalJSON() ([]byte, error) {
-	names := make([]string, 0, len(st.Sections))
-	for name, raw := range st.Sections {
+	names := make([]string, 0, len(st.sections))
+	for name, raw := range st.sections {
 		if !empty(raw) {
 			names = append(names, name)
 		}
@@ -98,7 +98,7 @@ func (st ClusterState) MarshalJSON() ([]byte, error) {
 		buf.Write(data)
 	}
 	for _, name := range names {
-		field(name, st.Sections[name])
+		field(name, st.sections[name])
 	}
 	if st.Term != 0 {
 		field("term", strconv.AppendUint(nil, st.Term, 10))
@@ -130,10 +130,10 @@ func (st *ClusterState) UnmarshalJSON(data []byte) error {
 			if empty(raw) {
 				continue
 			}
-			if st.Sections == nil {
-				st.Sections = map[string]json.RawMessage{}
+			if st.sections == nil {
+				st.sections = map[string]json.RawMessage{}
 			}
-			st.Sections[name] = raw
+			st.sections[name] = raw
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)

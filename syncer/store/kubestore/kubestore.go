@@ -35,12 +35,12 @@ const (
 	ComponentState = "leafsync-state"
 	// LabelCluster holds the member cluster a record belongs to.
 	LabelCluster = "leafsync.io/state-of"
-	// LabelTerm marks the term object.
-	LabelTerm = "leafsync.io/state-term"
-	// KeyState holds the record as JSON; KeyStateGzip as gzip-compressed
+	// labelTerm marks the term object.
+	labelTerm = "leafsync.io/state-term"
+	// KeyState holds the record as JSON; keyStateGzip as gzip-compressed
 	// JSON in binaryData (large records).
 	KeyState     = "state.json"
-	KeyStateGzip = "state.json.gz"
+	keyStateGzip = "state.json.gz"
 	keyTerm      = "term"
 	// DefaultPrefix is the default object name prefix.
 	DefaultPrefix = "leafsync-state-"
@@ -59,15 +59,15 @@ func New(client kubernetes.Interface, namespace, prefix string) (*Store, error) 
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	if err := ValidatePrefix(prefix); err != nil {
+	if err := validatePrefix(prefix); err != nil {
 		return nil, err
 	}
 	return &Store{client: client, namespace: namespace, prefix: prefix}, nil
 }
 
-// ValidatePrefix checks that prefix+<any cluster name> is a valid object
+// validatePrefix checks that prefix+<any cluster name> is a valid object
 // name (a cluster name is a DNS-1123 label of up to 63 characters).
-func ValidatePrefix(prefix string) error {
+func validatePrefix(prefix string) error {
 	longest := store.PartName(strings.Repeat("a", validation.DNS1123LabelMaxLength), 9999)
 	if msgs := validation.IsDNS1123Subdomain(prefix + longest); len(msgs) > 0 {
 		return fmt.Errorf("object name prefix %q does not make valid ConfigMap names: %s", prefix, strings.Join(msgs, "; "))
@@ -109,7 +109,7 @@ func (s *Store) decode(cm *corev1.ConfigMap, record string) (store.ClusterState,
 			s.namespace, cm.Name, cluster, LabelComponent, ComponentState, LabelCluster, cluster)
 	}
 	var data []byte
-	if b, ok := cm.BinaryData[KeyStateGzip]; ok {
+	if b, ok := cm.BinaryData[keyStateGzip]; ok {
 		data = b
 	} else {
 		data = []byte(cm.Data[KeyState])
@@ -133,7 +133,7 @@ func (s *Store) object(record string, st store.ClusterState, v store.Version) (*
 		},
 	}
 	if compressed {
-		cm.BinaryData = map[string][]byte{KeyStateGzip: data}
+		cm.BinaryData = map[string][]byte{keyStateGzip: data}
 	} else {
 		cm.Data = map[string]string{KeyState: string(data)}
 	}
@@ -259,7 +259,7 @@ func (s *Store) NextTerm(ctx context.Context) (uint64, error) {
 		if cm == nil {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 				Name: s.TermName(), Namespace: s.namespace,
-				Labels: map[string]string{LabelManagedBy: "leafsync", LabelComponent: ComponentState, LabelTerm: "true"},
+				Labels: map[string]string{LabelManagedBy: "leafsync", LabelComponent: ComponentState, labelTerm: "true"},
 			}, Data: map[string]string{keyTerm: next}}
 			_, err = s.cms().Create(ctx, cm, metav1.CreateOptions{FieldManager: "leafsync"})
 		} else {

@@ -63,12 +63,12 @@ func join(ss []string) string {
 	return out
 }
 
-// LedgerTwiceTheOldLimit has a Keeper write a member with twice
+// ledgerTwiceTheOldLimit has a Keeper write a member with twice
 // OneRecordBound deferred deletes, then checks that its snapshot is still
 // saved (one write, the head), that a new owed delete (reaping) is written
 // (one write, a ledger part), and that executing half of them shrinks the
 // ledger; every state read back through another store.
-func LedgerTwiceTheOldLimit(t *testing.T, open func(t *testing.T) store.Store, c string) {
+func ledgerTwiceTheOldLimit(t *testing.T, open func(t *testing.T) store.Store, c string) {
 	ctx := context.Background()
 	var (
 		mu   sync.Mutex

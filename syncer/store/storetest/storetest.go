@@ -282,7 +282,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 
 	t.Run("a ledger twice the one-record limit", func(t *testing.T) {
-		LedgerTwiceTheOldLimit(t, open, name("ledger"))
+		ledgerTwiceTheOldLimit(t, open, name("ledger"))
 	})
 
 	t.Run("a record of the one-record format is read and moved", func(t *testing.T) {
