@@ -25,7 +25,7 @@ func newState() state {
 func decodeState(cs ClusterState) (state, error) {
 	st := newState()
 	st.term, st.writer = cs.Term, cs.Writer
-	for name, raw := range cs.Sections {
+	for name, raw := range cs.sections {
 		l := ledgerOf(name)
 		if l == nil {
 			st.values[name] = bytes.Clone(raw)
@@ -44,16 +44,16 @@ func decodeState(cs ClusterState) (state, error) {
 
 // encode is the record of st.
 func (st state) encode() (ClusterState, error) {
-	cs := ClusterState{Sections: make(map[string]json.RawMessage, len(st.values)+len(st.ledgers)), Term: st.term, Writer: st.writer}
+	cs := ClusterState{sections: make(map[string]json.RawMessage, len(st.values)+len(st.ledgers)), Term: st.term, Writer: st.writer}
 	for name, raw := range st.values {
-		cs.Sections[name] = raw
+		cs.sections[name] = raw
 	}
 	for name, x := range st.ledgers {
 		raw, err := x.encode()
 		if err != nil {
 			return ClusterState{}, fmt.Errorf("section %s: %w", name, err)
 		}
-		cs.Sections[name] = raw
+		cs.sections[name] = raw
 	}
 	return cs, nil
 }
