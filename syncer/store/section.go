@@ -125,14 +125,8 @@ func (s *Section[T]) Read(st ClusterState) (T, error) { return s.decode(st.secti
 // Write puts the section's value into a record.
 func (s *Section[T]) Write(st *ClusterState, v T) error {
 	raw, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if st.sections == nil {
-		st.sections = map[string]json.RawMessage{}
-	}
-	st.sections[s.Name] = raw
-	return nil
+	st.set(s.Name, raw)
+	return err
 }
 
 func (s *Section[T]) decode(raw json.RawMessage) (T, error) {
@@ -196,14 +190,8 @@ func (l *Ledger[T]) Read(st ClusterState) ([]T, error) {
 // Write puts the ledger's items into a record.
 func (l *Ledger[T]) Write(st *ClusterState, v []T) error {
 	raw, err := ledgerItems[T]{l: l, v: v}.encode()
-	if err != nil {
-		return err
-	}
-	if st.sections == nil {
-		st.sections = map[string]json.RawMessage{}
-	}
-	st.sections[l.Name] = raw
-	return nil
+	st.set(l.Name, raw)
+	return err
 }
 
 func (l *Ledger[T]) decode(raw json.RawMessage) (items, error) {
@@ -317,5 +305,17 @@ func (x ledgerItems[T]) merge(base, theirs items) items {
 }
 
 func (x ledgerItems[T]) none() items { return ledgerItems[T]{l: x.l} }
+
+// set puts a section's encoding into a record (nothing for an encoding
+// that failed).
+func (st *ClusterState) set(name string, raw json.RawMessage) {
+	if raw == nil {
+		return
+	}
+	if st.sections == nil {
+		st.sections = map[string]json.RawMessage{}
+	}
+	st.sections[name] = raw
+}
 
 func empty(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
