@@ -336,6 +336,50 @@ func TestProberRun(t *testing.T) {
 	}
 }
 
+// TestProberTakesTheDecidedInterval: the interval Observe returns (the
+// engine's decision) spaces the next probe; zero keeps the current one.
+func TestProberTakesTheDecidedInterval(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer srv.Close()
+	got := make(chan hysteresis.Observation, 10)
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	decided := []time.Duration{3 * time.Second, 0}
+	p := NewProber(ProberOptions{
+		Cluster: "east", Client: srv.Client(), URL: srv.URL + "/readyz", Timeout: time.Second,
+		Interval: 10 * time.Second,
+		Observe: func(o hysteresis.Observation) time.Duration {
+			next := decided[0]
+			if len(decided) > 1 {
+				decided = decided[1:]
+			}
+			got <- o
+			return next
+		},
+		Clock: clk,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	for i, want := range []time.Duration{3 * time.Second, 3 * time.Second} {
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no observation %d", i)
+		}
+		waitForTimer(t, clk)
+		if p.Interval() != want {
+			t.Errorf("after observation %d the interval is %s, want %s", i, p.Interval(), want)
+		}
+		clk.Step(want - time.Nanosecond)
+		select {
+		case o := <-got:
+			t.Fatalf("probe %d came before the decided interval: %+v", i+1, o)
+		case <-time.After(50 * time.Millisecond):
+		}
+		clk.Step(time.Nanosecond)
+	}
+}
+
 // waitForTimer waits until a goroutine waits on clk.
 func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
 	t.Helper()
