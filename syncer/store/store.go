@@ -16,8 +16,8 @@
 //     sub-packages). Get/Put/Delete of one record by name, List of a
 //     cluster's records, Scan of all, plus a writer term.
 //   - Keeper: the one writer per process. Components change state in memory
-//     (Update) and read it (State); the Keeper writes in the background,
-//     coalescing, retrying with backoff, fenced by its term.
+//     and read it through their sections; the Keeper writes in the
+//     background, coalescing, retrying with backoff, fenced by its term.
 //
 // What goes into a record is decided by its owners, each declaring its
 // section (section.go) with its type and merge: syncer/enginestate the
