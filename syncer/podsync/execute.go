@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +20,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/syncer/podsync/podstatus"
 	"github.com/leafsync/leafsync/syncer/reflector"
 )
 
@@ -143,7 +143,7 @@ func (x *execution) do(ctx context.Context, a action) error {
 		err = x.syncStatus(ctx)
 	case failHost:
 		x.logAction(a)
-		err = x.updateHostStatus(ctx, failedStatus(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
+		err = x.updateHostStatus(ctx, podstatus.Failed(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
 	case finishHost:
 		x.logAction(a)
 		err = x.finishHost(ctx, a.Persist)
@@ -207,19 +207,10 @@ func (x *execution) record(r deletes.PendingDelete) error {
 // deletionTimestamp (leafsync's clock may be off).
 func (x *execution) evictHost(ctx context.Context, a action) error {
 	st := x.hp.Status.DeepCopy()
-	cond := corev1.PodCondition{
+	podstatus.SetCondition(st, corev1.PodCondition{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
 		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.HostClock.Now()),
-	}
-	replaced := false
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == corev1.DisruptionTarget {
-			st.Conditions[i], replaced = cond, true
-		}
-	}
-	if !replaced {
-		st.Conditions = append(st.Conditions, cond)
-	}
+	})
 	if err := x.updateHostStatus(ctx, *st); err != nil {
 		return err
 	}
@@ -372,16 +363,11 @@ func (x *execution) syncStatus(ctx context.Context) error {
 	if x.mp == nil {
 		return nil
 	}
-	return x.updateHostStatus(ctx, hostStatus(x.hp, x.mp))
+	return x.updateHostStatus(ctx, podstatus.Mirror(x.hp, x.mp))
 }
 
 func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) error {
-	if equality.Semantic.DeepEqual(st, x.hp.Status) {
-		return nil
-	}
-	cp := x.hp.DeepCopy()
-	cp.Status = st
-	out, err := x.c.opts.Host.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	out, err := podstatus.Write(ctx, x.c.opts.Host, x.hp, st)
 	if apierrors.IsConflict(err) {
 		return x.retryIn(100*time.Millisecond, "host pod changed")
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,80 +157,6 @@ func keepMounts(ms []corev1.VolumeMount, removed map[string]bool) []corev1.Volum
 		}
 	}
 	return out
-}
-
-// hostStatus is the host pod's status mirrored from its member pod: phase,
-// conditions, container statuses, IPs and start time come from the member;
-// what the host owns stays (QoS class, nominated node, resource claims,
-// observed generation, and conditions only the host has — notably
-// DisruptionTarget).
-func hostStatus(hp, mp *corev1.Pod) corev1.PodStatus {
-	st := *mp.Status.DeepCopy()
-	st.QOSClass = hp.Status.QOSClass
-	st.NominatedNodeName = hp.Status.NominatedNodeName
-	st.ObservedGeneration = hp.Status.ObservedGeneration
-	st.ResourceClaimStatuses = hp.Status.ResourceClaimStatuses
-	st.ExtendedResourceClaimStatus = hp.Status.ExtendedResourceClaimStatus
-	st.Resize = hp.Status.Resize
-	var conds []corev1.PodCondition
-	fromMember := map[corev1.PodConditionType]bool{}
-	for _, c := range mp.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget {
-			continue // the host's own disruption is what matters there
-		}
-		fromMember[c.Type] = true
-		conds = append(conds, c)
-	}
-	for _, c := range hp.Status.Conditions {
-		if !fromMember[c.Type] {
-			conds = append(conds, c)
-		}
-	}
-	st.Conditions = conds
-	return st
-}
-
-// failedStatus is the host pod's status once its member pod was deleted or
-// evicted in the member: Failed, not ready, containers terminated.
-func failedStatus(hp *corev1.Pod, reason, message string, now time.Time) corev1.PodStatus {
-	st := *hp.Status.DeepCopy()
-	st.Phase = corev1.PodFailed
-	st.Reason = reason
-	st.Message = message
-	t := metav1.NewTime(now)
-	for _, typ := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
-		found := false
-		for i := range st.Conditions {
-			if st.Conditions[i].Type == typ {
-				found = true
-				if st.Conditions[i].Status != corev1.ConditionFalse {
-					st.Conditions[i].Status = corev1.ConditionFalse
-					st.Conditions[i].LastTransitionTime = t
-				}
-				st.Conditions[i].Reason = reason
-			}
-		}
-		if !found {
-			st.Conditions = append(st.Conditions, corev1.PodCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reason, LastTransitionTime: t})
-		}
-	}
-	terminate := func(cs []corev1.ContainerStatus) {
-		for i := range cs {
-			cs[i].Ready = false
-			if cs[i].State.Terminated == nil {
-				started := t
-				if cs[i].State.Running != nil {
-					started = cs[i].State.Running.StartedAt
-				}
-				cs[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-					ExitCode: 137, Reason: reason, Message: message, StartedAt: started, FinishedAt: t,
-				}}
-			}
-		}
-	}
-	terminate(st.ContainerStatuses)
-	terminate(st.InitContainerStatuses)
-	return st
 }
 
 // references returns the ConfigMaps and Secrets a pod spec uses (volumes,

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/syncer/config"
@@ -175,54 +174,6 @@ func TestReferences(t *testing.T) {
 	}
 	if got := references(spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("References =\n%v\nwant\n%v", got, want)
-	}
-}
-
-func TestHostStatus(t *testing.T) {
-	hp := hostPod("h1")
-	hp.Status = corev1.PodStatus{
-		Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
-			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager},
-			{Type: "example.com/gate", Status: corev1.ConditionFalse},
-		},
-	}
-	mp := memberOf(hp, "m1")
-	mp.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBurstable, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}},
-		HostIP: "192.168.1.2", StartTime: ptr.To(metav1.NewTime(t0)),
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
-			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "member-side"},
-		},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, RestartCount: 2}},
-	}
-	st := hostStatus(hp, mp)
-	if st.Phase != corev1.PodRunning || st.PodIP != "10.0.0.7" || st.HostIP != "192.168.1.2" || st.StartTime == nil ||
-		len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].RestartCount != 2 {
-		t.Errorf("status not mirrored: %+v", st)
-	}
-	if st.QOSClass != corev1.PodQOSBestEffort {
-		t.Errorf("QOSClass %s: it is immutable in the host", st.QOSClass)
-	}
-	got := map[corev1.PodConditionType]string{}
-	for _, c := range st.Conditions {
-		got[c.Type] = string(c.Status) + "/" + c.Reason
-	}
-	want := map[corev1.PodConditionType]string{
-		corev1.PodScheduled: "True/", corev1.PodReady: "True/", corev1.DisruptionTarget: "True/" + CauseTaintManager, "example.com/gate": "False/",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("conditions %v, want %v", got, want)
-	}
-
-	running := hp.DeepCopy()
-	running.Status = st
-	f := failedStatus(running, "MemberPodDeleted", "gone", t0)
-	if f.Phase != corev1.PodFailed || f.Reason != "MemberPodDeleted" || f.ContainerStatuses[0].State.Terminated == nil || f.ContainerStatuses[0].Ready {
-		t.Errorf("failed status %+v", f)
 	}
 }
 
