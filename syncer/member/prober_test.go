@@ -317,13 +317,7 @@ func TestProberRun(t *testing.T) {
 			t.Fatalf("no observation %d", i)
 		}
 		waitForTimer(t, clk)
-		clk.Step(interval - time.Nanosecond)
-		select {
-		case o := <-got:
-			t.Fatalf("probe %d came before the interval: %+v", i+1, o)
-		case <-time.After(50 * time.Millisecond):
-		}
-		clk.Step(time.Nanosecond)
+		stepNoSooner(t, clk, got, interval)
 	}
 	cancel()
 	select {
@@ -370,14 +364,21 @@ func TestProberTakesTheDecidedInterval(t *testing.T) {
 		if p.Interval() != want {
 			t.Errorf("after observation %d the interval is %s, want %s", i, p.Interval(), want)
 		}
-		clk.Step(want - time.Nanosecond)
-		select {
-		case o := <-got:
-			t.Fatalf("probe %d came before the decided interval: %+v", i+1, o)
-		case <-time.After(50 * time.Millisecond):
-		}
-		clk.Step(time.Nanosecond)
+		stepNoSooner(t, clk, got, want)
 	}
+}
+
+// stepNoSooner moves clk on by interval, and fails if a probe comes before
+// the whole interval has passed.
+func stepNoSooner(t *testing.T, clk *clocktesting.FakeClock, got <-chan hysteresis.Observation, interval time.Duration) {
+	t.Helper()
+	clk.Step(interval - time.Nanosecond)
+	select {
+	case o := <-got:
+		t.Fatalf("a probe came before the interval (%s): %+v", interval, o)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Nanosecond)
 }
 
 // waitForTimer waits until a goroutine waits on clk.
