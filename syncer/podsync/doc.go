@@ -29,7 +29,19 @@
 // one goes as soon as the new one is bound elsewhere (identity.go).
 //
 // The decisions are a pure function (decide) of the host pod, the member
-// pod, the member's hysteresis status and the pending deletes; the
-// Controller feeds it from informers and carries out its plan. See
-// docs/pod-sync.md.
+// pod, the member's hysteresis status, the pending deletes and the host
+// pods that may replace them (decide also chooses the replacement). One
+// pod name flows top-down:
+//
+//	informer event -> memberSync queue (internal/runner, per member)
+//	  -> Controller.reconcile: gather the input from caches (writes nothing)
+//	  -> decide -> plan{actions, runner.Result}
+//	  -> execution.run: host and member writes in order; pending deletes
+//	     through ledger.go (the store), copies through syncer/reflector,
+//	     the host status through podsync/podstatus; metrics from each
+//	     action's typed outcome
+//	  -> runner.Result{RequeueAfter} (the plan's, or a step's wait); an
+//	     error is the runner's backoff
+//
+// See docs/pod-sync.md.
 package podsync
