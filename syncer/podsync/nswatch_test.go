@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -25,15 +26,16 @@ func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 	w.start(ctx)
 	defer func() { cancel(); w.wait() }()
 
-	var pods []*corev1.Pod
-	deadline := time.Now().Add(10 * time.Second)
-	for ok := false; !ok; {
-		if time.Now().After(deadline) {
-			t.Fatal("namespace informer never synced")
+	// Informers run on real goroutines: wait for them, bounded.
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
+		if err != nil {
+			t.Fatal(what)
 		}
-		pods, ok = w.pods("apps")
-		time.Sleep(10 * time.Millisecond)
 	}
+	var pods []*corev1.Pod
+	eventually("namespace informer never synced", func() (ok bool) { pods, ok = w.pods("apps"); return ok })
 	if len(pods) != 1 || pods[0].Name != "web-1" {
 		t.Fatalf("pods %v", pods)
 	}
@@ -42,12 +44,7 @@ func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("apps").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-2", Namespace: "apps"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for changes.Load() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("no change notified for a new pod")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually("no change notified for a new pod", func() bool { return changes.Load() != before })
 	left := func() int {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -61,10 +58,5 @@ func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 	}
 	// Unused for idleAfter: the idle ticker stops it.
 	fc.Step(2 * time.Second)
-	for left() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d namespace informers left after idling", left())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually("namespace informer left after idling", func() bool { return left() == 0 })
 }
