@@ -29,6 +29,7 @@ import (
 	"github.com/leafsync/leafsync/syncer/member"
 	"github.com/leafsync/leafsync/syncer/metrics"
 	"github.com/leafsync/leafsync/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/syncer/podsync/nswatch"
 	"github.com/leafsync/leafsync/syncer/store"
 )
 
@@ -94,7 +95,7 @@ type Controller struct {
 	// to deferred deletes.
 	assignMu sync.Mutex
 
-	nsWatch nsWatch
+	nsWatch *nswatch.Watch
 }
 
 // New returns a Controller; Start runs it.
@@ -119,7 +120,7 @@ func New(o Options) *Controller {
 		ledger: ledger{keeper: o.Keeper},
 		log:    o.Logger.WithName("podsync"),
 	}
-	c.nsWatch = nsWatch{host: o.Host, clock: o.Clock, onChange: c.deferredNamespaceChanged}
+	c.nsWatch = nswatch.New(o.Host, o.Clock, c.deferredNamespaceChanged)
 	c.engage = engage.NewRunner(c, c.log)
 	return c
 }
@@ -130,8 +131,8 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // Start follows the registry until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("pod-sync", c.cleanup)
-	c.nsWatch.start(ctx)
-	defer c.nsWatch.wait()
+	c.nsWatch.Start(ctx)
+	defer c.nsWatch.Wait()
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.LeafNodes.Informer().HasSynced) {
 		return nil
 	}
@@ -522,7 +523,7 @@ func (c *Controller) namespacePods(st hysteresis.State, namespace string, hp, mp
 	if st != hysteresis.Ready || (len(records) == 0 && !evicted && !orphan) {
 		return nil, false
 	}
-	return c.nsWatch.pods(namespace)
+	return c.nsWatch.Pods(namespace)
 }
 
 // replacements is decide's view of a namespace's possible replacements.

@@ -1,4 +1,4 @@
-package podsync
+package nswatch
 
 import (
 	"context"
@@ -17,14 +17,14 @@ func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "apps"}})
 	var changes atomic.Int32
 	fc := clocktesting.NewFakeClock(time.Now())
-	w := nsWatch{host: cs, clock: fc, onChange: func(ns string) {
+	w := New(cs, fc, func(ns string) {
 		if ns == "apps" {
 			changes.Add(1)
 		}
-	}}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
-	w.start(ctx)
-	defer func() { cancel(); w.wait() }()
+	w.Start(ctx)
+	defer func() { cancel(); w.Wait() }()
 
 	// Informers run on real goroutines: wait for them, bounded.
 	eventually := func(what string, cond func() bool) {
@@ -35,7 +35,7 @@ func TestNamespaceWatchStartsOnNeedAndStopsWhenIdle(t *testing.T) {
 		}
 	}
 	var pods []*corev1.Pod
-	eventually("namespace informer never synced", func() (ok bool) { pods, ok = w.pods("apps"); return ok })
+	eventually("namespace informer never synced", func() (ok bool) { pods, ok = w.Pods("apps"); return ok })
 	if len(pods) != 1 || pods[0].Name != "web-1" {
 		t.Fatalf("pods %v", pods)
 	}

@@ -1,4 +1,7 @@
-package podsync
+// Package nswatch follows the host pods of the namespaces that have
+// deferred deletes, for their replacements: one informer per namespace,
+// started on first need and stopped once idle.
+package nswatch
 
 import (
 	"context"
@@ -12,13 +15,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// nsWatch follows the host pods of the namespaces that have deferred
+// Watch follows the host pods of the namespaces that have deferred
 // deletes, for their replacements: replacements may run anywhere in the
 // host, so no leaf's informer has them, and a cluster-wide pod informer
 // would cost every host for what only a pending deferral needs. One
 // informer per namespace is started on first need and stopped once no
 // deferred delete of that namespace has asked for it for idleAfter.
-type nsWatch struct {
+type Watch struct {
 	host  kubernetes.Interface
 	clock clock.WithTicker
 	// onChange is told of a pod change in a watched namespace (deferred
@@ -37,11 +40,17 @@ type nsInformer struct {
 	lastUsed time.Time
 }
 
+// New returns a Watch of the host's pods on clk; onChange is told of a pod
+// change in a watched namespace.
+func New(host kubernetes.Interface, clk clock.WithTicker, onChange func(namespace string)) *Watch {
+	return &Watch{host: host, clock: clk, onChange: onChange}
+}
+
 // idleAfter: a namespace's informer stops this long after its last use.
 const idleAfter = 2 * time.Minute
 
-// start lets pods start informers; they stop with ctx.
-func (w *nsWatch) start(ctx context.Context) {
+// Start lets Pods start informers; they stop with ctx.
+func (w *Watch) Start(ctx context.Context) {
 	w.mu.Lock()
 	w.ctx, w.ns = ctx, map[string]*nsInformer{}
 	w.mu.Unlock()
@@ -59,9 +68,9 @@ func (w *nsWatch) start(ctx context.Context) {
 	}()
 }
 
-// pods returns the namespace's host pods, and false until its informer
+// Pods returns the namespace's host pods, and false until its informer
 // has synced (the caller looks again later).
-func (w *nsWatch) pods(namespace string) ([]*corev1.Pod, bool) {
+func (w *Watch) Pods(namespace string) ([]*corev1.Pod, bool) {
 	w.mu.Lock()
 	if w.ctx == nil || w.ctx.Err() != nil {
 		w.mu.Unlock()
@@ -87,7 +96,7 @@ func (w *nsWatch) pods(namespace string) ([]*corev1.Pod, bool) {
 	return pods, true
 }
 
-func (w *nsWatch) startLocked(namespace string) *nsInformer {
+func (w *Watch) startLocked(namespace string) *nsInformer {
 	ctx, cancel := context.WithCancel(w.ctx)
 	inf := informers.NewSharedInformerFactoryWithOptions(w.host, 0, informers.WithNamespace(namespace)).Core().V1().Pods().Informer()
 	notify := func(any) {
@@ -106,7 +115,7 @@ func (w *nsWatch) startLocked(namespace string) *nsInformer {
 }
 
 // stopIdle stops the informers not used since idleAfter.
-func (w *nsWatch) stopIdle() {
+func (w *Watch) stopIdle() {
 	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -118,5 +127,5 @@ func (w *nsWatch) stopIdle() {
 	}
 }
 
-// wait returns once every informer has stopped (after start's ctx ended).
-func (w *nsWatch) wait() { w.wg.Wait() }
+// Wait returns once every informer has stopped (after Start's ctx ended).
+func (w *Watch) Wait() { w.wg.Wait() }
