@@ -65,3 +65,42 @@ func TestFleetIsRawFleetBehindALock(t *testing.T) {
 		t.Errorf("restored a = %v, want Recovering", st.State)
 	}
 }
+
+// Step's Decision agrees with itself: its status and transitions are
+// Observe's, its config is the cluster's (with an override), and its
+// snapshot, restored elsewhere, gives the same status.
+func TestStepDecision(t *testing.T) {
+	f, err := NewFleet(DefaultFleetConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Add("a", Overrides{ProbeInterval: &Duration{3 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Step("a", okAt(0).obs()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Step("a", netAt(sec(3)).obs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.State != Suspect || len(d.Transitions) != 1 || d.Transitions[0].To != Suspect {
+		t.Errorf("decision %+v, want one transition to Suspect", d)
+	}
+	if d.Config.ProbeInterval.Duration != 3*time.Second {
+		t.Errorf("config probe interval %s, want the override's 3s", d.Config.ProbeInterval.Duration)
+	}
+	other, _ := NewFleet(DefaultFleetConfig())
+	if err := other.RestoreCluster(d.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := other.Status("a"); st != d.Status {
+		t.Errorf("restored snapshot gives %+v, want the decision's %+v", st, d.Status)
+	}
+	if cur, ok := f.Current("a"); !ok || cur.Status != d.Status || cur.Transitions != nil || cur.Config != d.Config {
+		t.Errorf("Current = %+v, want the last decision without transitions", cur)
+	}
+	if _, err := f.Step("nope", okAt(0).obs()); err == nil {
+		t.Error("Step of an unknown cluster accepted")
+	}
+}
