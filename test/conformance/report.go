@@ -85,6 +85,19 @@ func readJUnit(path, scope string) ([]Spec, error) {
 	return specs, nil
 }
 
+// markSkipped reports the specs our skip list kept from running (ginkgo
+// lists them like the specs outside the focus) as skipped, with the
+// list's reason.
+func markSkipped(specs []Spec, skips map[string]string) {
+	for i, s := range specs {
+		for pattern, why := range skips {
+			if s.Result == "not run" && regexp.MustCompile(pattern).MatchString(s.Name) {
+				specs[i].Result, specs[i].Reason = "skipped", "skip list: "+why
+			}
+		}
+	}
+}
+
 // firstLine is the first non-empty line of the first non-empty text, cut
 // to a table cell's length.
 func firstLine(texts ...string) string {

@@ -22,6 +22,7 @@ Expected file content
 </failure></testcase>
 <testcase name="[It] [sig-node] Sysctls [LinuxOnly] [NodeConformance] should support sysctls [MinimumKubeletVersion:1.21] [Conformance]" status="skipped" time="0"><skipped message="skipped - only Linux"></skipped></testcase>
 <testcase name="[It] [sig-cli] Kubectl client Guestbook application should create and stop a working application [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-node] Pods should be updated [NodeConformance] [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
 <testcase name="[It] [sig-apps] Deployment should run [Conformance]" status="passed" time="9"></testcase>
 </testsuite></testsuites>`
 	path := filepath.Join(t.TempDir(), "junit_01.xml")
@@ -32,11 +33,13 @@ Expected file content
 	if err != nil {
 		t.Fatal(err)
 	}
+	markSkipped(specs, Skips)
 	want := []Spec{
 		{Group: "Pods", Result: "passed"},
 		{Group: "ConfigMap", Result: "failed", Reason: "[FAILED] Timed out after 120.000s."},
 		{Group: "Sysctls", Result: "skipped", Reason: "skipped - only Linux"},
-		{Group: "Kubectl client", Result: "not run"},
+		{Group: "Kubectl client", Result: "skipped", Reason: "skip list: " + Skips["Guestbook application"]},
+		{Group: "Pods", Result: "not run"},
 	}
 	if len(specs) != len(want) {
 		t.Fatalf("%d specs, want %d: %+v", len(specs), len(want), specs)
@@ -48,7 +51,7 @@ Expected file content
 		}
 	}
 	r := report{Specs: specs}
-	if got := r.totals(); got != "4 in scope: 1 passed, 1 failed, 1 skipped, 1 not run" {
+	if got := r.totals(); got != "5 in scope: 1 passed, 1 failed, 2 skipped, 1 not run" {
 		t.Errorf("totals %q", got)
 	}
 	var md bytes.Buffer
@@ -56,7 +59,7 @@ Expected file content
 	if !strings.Contains(md.String(), "| ConfigMap | 0 | 1 | 0 | 0 |") {
 		t.Errorf("markdown has no ConfigMap row:\n%s", md.String())
 	}
-	if j := string(r.junit()); !strings.Contains(j, `tests="3" failures="1" skipped="1"`) {
+	if j := string(r.junit()); !strings.Contains(j, `tests="4" failures="1" skipped="2"`) {
 		t.Errorf("junit:\n%s", j)
 	}
 }
