@@ -112,9 +112,9 @@ CONFORMANCE_FOCUS ?=
 CONFORMANCE_REPORT ?= $(CURDIR)/docs/conformance/report
 .PHONY: conformance conformance-smoke conformance-build conformance-packages
 
-conformance-packages: ## Debian's busybox-static, the userland of the conformance run's test images
-	@test -x /bin/busybox || { echo "installing Debian's busybox-static"; apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >/dev/null; }
+conformance-packages: ## Debian's busybox-static and bash-static, the userland of the conformance run's test images
+	@test -x /bin/busybox && test -x /bin/bash-static || { echo "installing Debian's busybox-static and bash-static"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static bash-static >/dev/null; }
 
 conformance-build: tools conformance-packages ## bin/e2e.test (Kubernetes' suite, pinned) and the test images in bin/conformance-images
 	test/conformance/build.sh

@@ -8,8 +8,9 @@
 #                   the test images the in-scope specs run, as OCI archives
 #                   named as the suite expects (test/utils/image/manifest.go),
 #                   written by build/image's rootfs mode: busybox from
-#                   Debian's busybox-static, agnhost and nonewprivs from
-#                   their Go source, pause from test/tools/pause.
+#                   Debian's busybox-static with Debian's bash-static as
+#                   sh and bash, agnhost and nonewprivs from their Go
+#                   source, pause from test/tools/pause.
 # The test node imports the archives into containerd; nothing is pulled.
 set -euo pipefail
 
@@ -17,6 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BIN=${BIN:-$root/bin}
 BUSYBOX=${BUSYBOX:-/bin/busybox}
+BASH_STATIC=${BASH_STATIC:-/bin/bash-static}
 out=$BIN/conformance-images
 mkdir -p "$BIN/.versions" "$out"
 cd "$here/suite"
@@ -41,17 +43,25 @@ if needs e2e.test "$kube $gover"; then
   stamp e2e.test "$kube $gover"; built "e2e.test $kube" "$t0"
 fi
 
-[[ -x $BUSYBOX ]] || { echo "conformance: $BUSYBOX missing: Debian's busybox-static (make conformance-packages)" >&2; exit 1; }
+for b in "$BUSYBOX" "$BASH_STATIC"; do
+  [[ -x $b ]] || { echo "conformance: $b missing: Debian's busybox-static and bash-static (make conformance-packages)" >&2; exit 1; }
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # busybox_tree FILE: the rootfs lines of a busybox userland: the static
-# binary, a link per applet in /bin, /tmp, and the users and groups.
+# binary, a link per applet in /bin, /tmp, and the users and groups. sh is
+# bash: busybox 1.35's ash drops the variables whose names are not shell
+# identifiers (data-1, from envFrom) from the environment it passes on,
+# where upstream's busybox 1.37 keeps them, and the suite's specs `sh -c
+# env` to read them; bash keeps them.
 busybox_tree() {
   {
     echo "dir /bin 0755 0:0"
     echo "file /bin/busybox 0755 0:0 $BUSYBOX"
-    for a in $("$BUSYBOX" --list); do [[ $a == busybox ]] || echo "symlink /bin/$a busybox"; done
+    echo "file /bin/bash 0755 0:0 $BASH_STATIC"
+    echo "symlink /bin/sh bash"
+    for a in $("$BUSYBOX" --list); do [[ $a == busybox || $a == sh ]] || echo "symlink /bin/$a busybox"; done
     echo "dir /tmp 1777 0:0"
     echo "dir /root 0700 0:0"
     echo "dir /etc 0755 0:0"
@@ -79,14 +89,14 @@ image() { # image NAME REF SPEC ARGS...: writes $out/NAME.tar
 }
 # Every image is rebuilt when any of its inputs changes: the pin, busybox,
 # this script, the shims, the image writer.
-src=$( { echo "$kube $gover"; cat "$BUSYBOX" "$here/build.sh" "$here"/images/* "$root"/build/image/*.go "$root"/test/tools/pause/main.go; } | sha256sum | cut -c1-16)
+src=$( { echo "$kube $gover"; cat "$BUSYBOX" "$BASH_STATIC" "$here/build.sh" "$here"/images/* "$root"/build/image/*.go "$root"/test/tools/pause/main.go; } | sha256sum | cut -c1-16)
 if needs conformance-images/busybox.tar "$src"; then
   t0=$(date +%s)
   busybox_tree "$work/busybox"
   image busybox registry.k8s.io/e2e-test-images/busybox:1.37.0-1 "$work/busybox" -cmd sh
 
-  # agnhost: upstream's is Alpine with bash and curl; here busybox, with
-  # shims for the two (images/). nginx (the Pod Generation specs only run
+  # agnhost: upstream's is Alpine with bash and curl; here the busybox tree
+  # (with bash) and a curl shim (images/curl). nginx (the Pod Generation specs only run
   # it) is agnhost under nginx's name: those specs need a running pod only.
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/agnhost" k8s.io/kubernetes/test/images/agnhost
   busybox_tree "$work/agnhost.rootfs"
@@ -97,7 +107,6 @@ if needs conformance-images/busybox.tar "$src"; then
     echo "dir /usr 0755 0:0"
     echo "dir /usr/bin 0755 0:0"
     echo "file /usr/bin/curl 0755 0:0 $here/images/curl"
-    echo "file /bin/bash 0755 0:0 $here/images/bash"
     echo "dir /home 0755 0:0"
     echo "dir /home/user-defined-in-image 0755 1000:1000"
   } >>"$work/agnhost.rootfs"
