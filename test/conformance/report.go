@@ -47,7 +47,8 @@ var groupOf = regexp.MustCompile(groups)
 
 // readJUnit returns the specs of ginkgo's JUnit report whose name matches
 // scope, in the report's order. ginkgo lists every spec of the suite,
-// those outside the run's focus as skipped without a message.
+// those outside the run's focus, and those a suite timeout kept from
+// running, as skipped without a message.
 func readJUnit(path, scope string) ([]Spec, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -70,6 +71,8 @@ func readJUnit(path, scope string) ([]Spec, error) {
 				sp.Group = m[2]
 			}
 			switch {
+			case c.Status == "interrupted":
+				sp.Result, sp.Reason = "not run", "interrupted by the suite's timeout"
 			case c.Failure != nil:
 				sp.Result, sp.Reason = "failed", firstLine(c.Failure.Message, c.Failure.Body)
 			case c.Error != nil:
