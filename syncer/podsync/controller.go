@@ -41,7 +41,8 @@ type Options struct {
 	// Node is touched only while that Node is the member's leaf (label
 	// leafsync.io/cluster=<member>), never the pods of a foreign Node.
 	LeafNodes coreinformers.NodeInformer
-	// Registry gives the members, their runtimes and hysteresis status.
+	// Registry gives the members and the host identity; each member's
+	// readiness arrives as data with its Decided events.
 	Registry *clusters.Registry
 	// Keeper holds owed, deferred and retained deletes durably.
 	Keeper *store.Keeper
@@ -160,12 +161,16 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	}}}
 }
 
-// Decided looks at every pod of the member again when its state changed.
+// Decided keeps the engine's latest decision for the member (pod sync
+// decides from it, never from the engine), and looks at every pod of the
+// member again when its state changed.
 func (c *Controller) Decided(m clusters.Member) {
-	if len(m.Readiness.Transitions) == 0 {
+	ms := c.memberSync(m.Cluster())
+	if ms == nil {
 		return
 	}
-	if ms := c.memberSync(m.Cluster()); ms != nil {
+	ms.setReadiness(m.Readiness)
+	if len(m.Readiness.Transitions) > 0 {
 		ms.trigger()
 	}
 }
@@ -342,6 +347,14 @@ func (ms *memberSync) stop() {
 	ms.done.Wait()
 }
 
+// setReadiness takes a decision of the engine; the runtime and leaf
+// change only through setMember (Engage).
+func (ms *memberSync) setReadiness(d hysteresis.Decision) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.member.Readiness = d
+}
+
 func (ms *memberSync) snapshot() (clusters.Member, string, cache.SharedIndexInformer) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -436,10 +449,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 	if !host.HasSynced() {
 		return runner.Result{RequeueAfter: time.Second}, nil
 	}
-	st, ok := c.opts.Registry.Hysteresis(k.Cluster)
-	if !ok {
-		return runner.Result{}, nil
-	}
+	st := m.Readiness.Status
 	// A member confirmed down is decided from the host pod and the record
 	// alone (decide trusts no member cache then): after a restart mid-outage
 	// the member's caches never sync, and owing and reaping must not wait

@@ -136,8 +136,7 @@ func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 // copies no synced pod uses any more are deleted (reflector.Refresh).
 func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	m, leaf, host := ms.snapshot()
-	st, ok := ms.c.opts.Registry.Hysteresis(ms.cluster)
-	if !ok || st.State != hysteresis.Ready || !host.HasSynced() || !m.Runtime.HasSynced() {
+	if st := m.Readiness.Status; st.State != hysteresis.Ready || !host.HasSynced() || !m.Runtime.HasSynced() {
 		return nil
 	}
 	rt := m.Runtime

@@ -43,7 +43,7 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 		if other == cluster || m.Runtime == nil {
 			continue
 		}
-		if s, ok := c.opts.Registry.Hysteresis(other); !ok || s.State == hysteresis.NotReady || s.State == hysteresis.Recovering {
+		if s := m.Readiness.Status; s.State == hysteresis.NotReady || s.State == hysteresis.Recovering {
 			continue // confirmed down: fail-over does not wait for it
 		}
 		copyOf := func(p *corev1.Pod) (otherCopy, bool) {
