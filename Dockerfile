@@ -9,8 +9,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
 COPY hysteresis/ hysteresis/
-COPY leafnode/ leafnode/
-COPY syncer/ syncer/
+COPY internal/ internal/
 ARG VERSION=v0.0.0-dev
 ARG COMMIT=unknown
 ARG TARGETARCH

@@ -18,7 +18,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/config"
 )
 
 // Object is a Kubernetes object or field the chart copies as it is.

@@ -32,7 +32,7 @@ func comments(t *testing.T) map[string]string {
 	}
 	defer os.Chdir(wd)
 	var r jsonschema.Reflector
-	for _, dir := range []string{"charts/values", "syncer/config", "hysteresis"} {
+	for _, dir := range []string{"charts/values", "internal/syncer/config", "hysteresis"} {
 		if err := r.AddGoComments("github.com/leafsync/leafsync", dir); err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 // credentials (a bearer token, a client certificate) to every request it
 // sends, so a redirect followed would carry them to whatever server the
 // redirect names; the syncer's member clients refuse redirects for the
-// same reason (syncer/member).
+// same reason (internal/syncer/member).
 func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {

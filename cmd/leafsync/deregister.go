@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/leafsync/leafsync/syncer/config"
-	"github.com/leafsync/leafsync/syncer/registration"
-	"github.com/leafsync/leafsync/syncer/store/kubestore"
+	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
 )
 
 // leaderElectionID is the Lease in leafsync's namespace that replicas

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
 func registrationFor(cluster string) *corev1.Secret {

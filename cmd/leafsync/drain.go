@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/leafsync/leafsync/leafnode"
-	"github.com/leafsync/leafsync/syncer/podsync"
-	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
 // How often deregister looks again: drainPoll at a leaf's pods (evictions

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/leafsync/leafsync/leafnode"
-	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
 )
 
 // drainFixture: member a's leaf with one synced pod, and a DaemonSet's pod

@@ -24,8 +24,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/leafsync/leafsync/syncer/config"
-	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
 // Names of what `register --create-service-account` creates in the member.

@@ -29,7 +29,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
 var testCA = func() []byte {
@@ -307,7 +307,7 @@ func TestApplySecret(t *testing.T) {
 // TestRegisterFollowsNoRedirect: a member URL that answers 307 to another
 // server must not have register send that server anything, least of all
 // the bearer token of the user's kubeconfig (as the syncer's member
-// clients, TestNoRedirectCarriesCredentials in syncer/member).
+// clients, TestNoRedirectCarriesCredentials in internal/syncer/member).
 func TestRegisterFollowsNoRedirect(t *testing.T) {
 	var mu sync.Mutex
 	var asked, leaked []string

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/leafsync/leafsync/syncer"
-	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer"
+	"github.com/leafsync/leafsync/internal/syncer/config"
 )
 
 // runOptions are the flags of `leafsync run`.

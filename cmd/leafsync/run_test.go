@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/leafsync/leafsync/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/config"
 )
 
 // TestRunRejectsBadConfig: invalid flags or config fail with a message

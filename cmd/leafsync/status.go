@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/leafnode"
-	"github.com/leafsync/leafsync/syncer"
-	"github.com/leafsync/leafsync/syncer/config"
-	"github.com/leafsync/leafsync/syncer/enginestate"
-	"github.com/leafsync/leafsync/syncer/podsync/deletes"
-	"github.com/leafsync/leafsync/syncer/registration"
-	"github.com/leafsync/leafsync/syncer/store"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer"
+	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/enginestate"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/store"
 )
 
 // MemberStatus is one row of `leafsync status`.

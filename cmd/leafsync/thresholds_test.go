@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/config"
-	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
 // Every threshold of hysteresis.Thresholds reaches the engine's Config by

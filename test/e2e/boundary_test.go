@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/leafsync/leafsync/leafnode"
-	"github.com/leafsync/leafsync/syncer/config"
-	"github.com/leafsync/leafsync/syncer/guard"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/guard"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -82,7 +82,7 @@ func TestHelmChart(t *testing.T) {
 			got, _ := json.Marshal(obj.Spec)
 			exp, _ := json.Marshal(w)
 			if !bytes.Equal(got, exp) {
-				t.Errorf("chart's %s spec differs from syncer/guard's:\nchart: %s\ncode:  %s", obj.Kind, got, exp)
+				t.Errorf("chart's %s spec differs from internal/syncer/guard's:\nchart: %s\ncode:  %s", obj.Kind, got, exp)
 			}
 		}
 		if obj.Kind == "PrometheusRule" {

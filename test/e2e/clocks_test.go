@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

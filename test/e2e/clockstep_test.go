@@ -13,10 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/syncer/enginestate"
-	"github.com/leafsync/leafsync/syncer/store"
-	"github.com/leafsync/leafsync/syncer/store/kubestore"
-	"github.com/leafsync/leafsync/syncer/store/storetest"
+	"github.com/leafsync/leafsync/internal/syncer/enginestate"
+	"github.com/leafsync/leafsync/internal/syncer/store"
+	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
+	"github.com/leafsync/leafsync/internal/syncer/store/storetest"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/syncer/guard"
-	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/guard"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

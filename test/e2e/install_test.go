@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leafsync/leafsync/syncer/podsync"
-	"github.com/leafsync/leafsync/syncer/store/kubestore"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/leafnode"
-	"github.com/leafsync/leafsync/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/podsync"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -35,7 +35,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/leafsync/leafsync/leafnode"
+	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

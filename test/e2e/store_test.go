@@ -21,12 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/leafsync/leafsync/leafnode"
-	"github.com/leafsync/leafsync/syncer/podsync/deletes"
-	"github.com/leafsync/leafsync/syncer/store"
-	"github.com/leafsync/leafsync/syncer/store/etcdstore"
-	"github.com/leafsync/leafsync/syncer/store/kubestore"
-	"github.com/leafsync/leafsync/syncer/store/storetest"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/store"
+	"github.com/leafsync/leafsync/internal/syncer/store/etcdstore"
+	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
+	"github.com/leafsync/leafsync/internal/syncer/store/storetest"
 	"github.com/leafsync/leafsync/test/harness"
 )
 

@@ -1,0 +1,327 @@
+package leafnode
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	nodeutil "k8s.io/component-helpers/node/util"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/leafsync/leafsync/hysteresis"
+)
+
+// Labels, taints and names leafsync puts on leaf nodes.
+const (
+	// LabelCluster names the member a leaf stands for.
+	LabelCluster = "leafsync.io/cluster"
+	// TaintLeaf keeps pods that do not tolerate it off leaves (optional).
+	TaintLeaf = "leafsync.io/leaf"
+	// TaintUnreachable cordons a leaf while the engine says Cordoned: new
+	// pods stay away, running ones are untouched.
+	TaintUnreachable = "leafsync.io/unreachable"
+	// fieldManager is leafsync's name in managedFields and patches.
+	fieldManager = "leafsync"
+	// containerRuntime is what leaves report as their container runtime.
+	containerRuntime = "leafsync://member-cluster"
+)
+
+// Condition reasons on a leaf's Ready condition.
+const (
+	ReasonMemberReachable   = "MemberReachable"
+	ReasonMemberSuspect     = "MemberUnreachableTolerated"
+	ReasonMemberUnreachable = "MemberUnreachable"
+	ReasonMemberRecovering  = "MemberRecovering"
+	reasonMemberPressure    = "MemberUnderPressure"
+	reasonNoPressure        = "MemberHasNoPressure"
+)
+
+// Options shape every leaf.
+type Options struct {
+	// LeafTaint adds leafsync.io/leaf=true:NoSchedule, so that only pods
+	// that tolerate it land on leaves.
+	LeafTaint bool
+	// NodeSelector restricts which member nodes count (nil: all).
+	NodeSelector labels.Selector
+	// IsSyncedPod tells pods leafsync placed in the member: their requests
+	// are already accounted for by the host's scheduler on the leaf.
+	IsSyncedPod func(*corev1.Pod) bool
+}
+
+// Input is everything a leaf's desired state depends on.
+type Input struct {
+	Cluster  string
+	LeafName string
+	// MemberNodes and MemberPods come from the member's informers.
+	MemberNodes []*corev1.Node
+	MemberPods  []*corev1.Pod
+	// Status is the hysteresis engine's decision for the member.
+	Status hysteresis.Status
+	// Config is the member's effective thresholds (for messages).
+	Config hysteresis.Config
+	Options
+}
+
+// Desired is what leafsync owns on a leaf Node. Everything else on the Node
+// (other actors' labels, taints and conditions) is left alone.
+type Desired struct {
+	Labels map[string]string
+	Taints []corev1.Taint // leafsync's taints that must be present
+	// Capacity and Allocatable are nil when unknown (the member's caches
+	// have not synced yet): the leaf keeps what it has.
+	Capacity    corev1.ResourceList
+	Allocatable corev1.ResourceList
+	// nodes is the counted member nodes' allocatable before the member's
+	// own pods are taken off: not written, it tells the writer a change of
+	// the member's nodes (written at once) from its pods coming and going
+	// (written at most every Writer.AllocatableEvery).
+	nodes corev1.ResourceList
+	// Conditions carry no timestamps; the writer fills them in.
+	Conditions []corev1.NodeCondition
+	NodeInfo   corev1.NodeSystemInfo
+	// Ready is whether the Lease should be renewed.
+	Ready bool
+}
+
+// ownedTaintKeys are the taint keys leafsync adds and removes.
+var ownedTaintKeys = []string{TaintLeaf, TaintUnreachable}
+
+// Compute derives a leaf's desired state. It is pure: same input, same output.
+func Compute(in Input) Desired {
+	nodes := countedNodes(in.MemberNodes, in.NodeSelector)
+	gross, alloc := aggregate(nodes, in.MemberPods, in.IsSyncedPod)
+	d := Desired{
+		Labels:      leafLabels(in.Cluster, in.LeafName, nodes),
+		Capacity:    alloc,
+		Allocatable: alloc.DeepCopy(),
+		nodes:       gross,
+		NodeInfo:    nodeInfo(nodes),
+		Ready:       in.Status.State.LeafReady(),
+	}
+	if in.LeafTaint {
+		d.Taints = append(d.Taints, corev1.Taint{Key: TaintLeaf, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+	if in.Status.Cordoned {
+		d.Taints = append(d.Taints, corev1.Taint{Key: TaintUnreachable, Value: in.Status.Reason, Effect: corev1.TaintEffectNoSchedule})
+	}
+	d.Conditions = append([]corev1.NodeCondition{readyCondition(in)}, pressureConditions(nodes)...)
+	return d
+}
+
+// countedNodes are the member nodes whose capacity the leaf offers: Ready,
+// schedulable, and matching the selector.
+func countedNodes(all []*corev1.Node, sel labels.Selector) []*corev1.Node {
+	var out []*corev1.Node
+	for _, n := range all {
+		if n.Spec.Unschedulable || !conditionTrue(n, corev1.NodeReady) {
+			continue
+		}
+		if sel != nil && !sel.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// aggregate sums allocatable over the counted nodes (gross) and subtracts
+// what non-terminal pods not placed by leafsync request on them (one "pods"
+// each).
+func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
+	total = corev1.ResourceList{}
+	onCounted := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		onCounted[n.Name] = true
+		for name, q := range n.Status.Allocatable {
+			add(total, name, q)
+		}
+	}
+	gross = total.DeepCopy()
+	for _, p := range pods {
+		if !onCounted[p.Spec.NodeName] || terminal(p) || (isSynced != nil && isSynced(p)) {
+			continue
+		}
+		for name, q := range podRequests(p) {
+			sub(total, name, q)
+		}
+		sub(total, corev1.ResourcePods, resource.MustParse("1"))
+	}
+	return gross, total
+}
+
+// SummarizeRequests reduces a pod to what leaf accounting reads of its
+// spec: its effective requests (resourcehelper.PodRequests: containers,
+// init containers, sidecars, overhead, pod-level resources), computed once
+// when the pod enters a member's cache (internal/syncer/member's transform) instead
+// of at every leaf recompute. They are kept as the pod's overhead, the one
+// list PodRequests adds as it is, with no container left: PodRequests of
+// the summarised pod is what it was of the full one.
+func SummarizeRequests(p *corev1.Pod) {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	p.Spec.Containers, p.Spec.InitContainers, p.Spec.Resources = nil, nil, nil
+	p.Spec.Overhead = req
+}
+
+// podRequests is what a pod requests of its node, read as it is from a
+// summarised pod (no allocation on the hot path of every recompute; a
+// pod from the API always has a container).
+func podRequests(p *corev1.Pod) corev1.ResourceList {
+	if len(p.Spec.Containers) == 0 && len(p.Spec.InitContainers) == 0 {
+		return p.Spec.Overhead
+	}
+	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+}
+
+func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+	cur := list[name]
+	cur.Add(q)
+	list[name] = cur
+}
+
+// sub subtracts but never below zero, for resources the list has; a pod
+// requesting something no counted node offers changes nothing.
+func sub(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+	cur, ok := list[name]
+	if !ok {
+		return
+	}
+	cur.Sub(q)
+	if cur.Sign() < 0 {
+		cur = *resource.NewQuantity(0, cur.Format)
+	}
+	list[name] = cur
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// Topology labels copied from the member when all counted nodes agree.
+var topologyLabels = []string{corev1.LabelTopologyRegion, corev1.LabelTopologyZone}
+
+func leafLabels(cluster, leaf string, nodes []*corev1.Node) map[string]string {
+	l := map[string]string{
+		LabelCluster:         cluster,
+		"type":               "virtual-kubelet",
+		"kubernetes.io/role": "leaf",
+		corev1.LabelHostname: leaf,
+	}
+	for _, key := range append(topologyLabels, corev1.LabelOSStable, corev1.LabelArchStable) {
+		if v, ok := uniformLabel(nodes, key); ok {
+			l[key] = v
+		}
+	}
+	return l
+}
+
+func uniformLabel(nodes []*corev1.Node, key string) (string, bool) {
+	if len(nodes) == 0 {
+		return "", false
+	}
+	v := nodes[0].Labels[key]
+	for _, n := range nodes[1:] {
+		if n.Labels[key] != v {
+			return "", false
+		}
+	}
+	return v, v != ""
+}
+
+// nodeInfo reports the lowest kubelet version among member nodes, and OS
+// and architecture when they are uniform.
+func nodeInfo(nodes []*corev1.Node) corev1.NodeSystemInfo {
+	info := corev1.NodeSystemInfo{ContainerRuntimeVersion: containerRuntime}
+	var lowest *utilversion.Version
+	for i, n := range nodes {
+		ni := n.Status.NodeInfo
+		if i == 0 {
+			info.OperatingSystem, info.Architecture = ni.OperatingSystem, ni.Architecture
+		} else {
+			if info.OperatingSystem != ni.OperatingSystem {
+				info.OperatingSystem = ""
+			}
+			if info.Architecture != ni.Architecture {
+				info.Architecture = ""
+			}
+		}
+		v, err := utilversion.ParseGeneric(ni.KubeletVersion)
+		if err != nil {
+			continue
+		}
+		if lowest == nil || v.LessThan(lowest) {
+			lowest = v
+			info.KubeletVersion = ni.KubeletVersion
+		}
+	}
+	return info
+}
+
+func readyCondition(in Input) corev1.NodeCondition {
+	st := in.Status
+	c := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: ReasonMemberReachable,
+		Message: fmt.Sprintf("member cluster %s answers leafsync's probes", in.Cluster)}
+	failure := st.Reason
+	if st.Detail != "" {
+		failure += ": " + st.Detail
+	}
+	switch st.State {
+	case hysteresis.Ready:
+		if st.Cordoned {
+			c.Message += fmt.Sprintf("; cordoned (%s)", failure)
+		}
+	case hysteresis.Suspect:
+		c.Reason = ReasonMemberSuspect
+		c.Message = fmt.Sprintf("member cluster %s is failing probes since %s (%s); tolerated until %s of continuous failure",
+			in.Cluster, stamp(st.Since), failure, in.Config.NotReadyAfter)
+	case hysteresis.NotReady:
+		c.Status, c.Reason = corev1.ConditionFalse, ReasonMemberUnreachable
+		c.Message = fmt.Sprintf("member cluster %s unreachable: no successful probe since %s (%s)",
+			in.Cluster, stamp(st.UnreachableSince), failure)
+	case hysteresis.Recovering:
+		c.Status, c.Reason = corev1.ConditionFalse, ReasonMemberRecovering
+		c.Message = fmt.Sprintf("member cluster %s answers again since %s; Ready after %s of continuous success",
+			in.Cluster, stamp(st.Since), in.Config.ReadyAfter)
+	}
+	return c
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "start-up"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+var pressureTypes = []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure}
+
+// pressureConditions are False unless every counted member node is under
+// that pressure: one pressured node does not make the member unschedulable.
+func pressureConditions(nodes []*corev1.Node) []corev1.NodeCondition {
+	out := make([]corev1.NodeCondition, 0, len(pressureTypes))
+	for _, typ := range pressureTypes {
+		all := len(nodes) > 0
+		for _, n := range nodes {
+			if !conditionTrue(n, typ) {
+				all = false
+				break
+			}
+		}
+		c := corev1.NodeCondition{Type: typ, Status: corev1.ConditionFalse, Reason: reasonNoPressure,
+			Message: fmt.Sprintf("not every member node reports %s", typ)}
+		if all {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, reasonMemberPressure, fmt.Sprintf("every member node reports %s", typ)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func conditionTrue(n *corev1.Node, typ corev1.NodeConditionType) bool {
+	_, c := nodeutil.GetNodeCondition(&n.Status, typ)
+	return c != nil && c.Status == corev1.ConditionTrue
+}

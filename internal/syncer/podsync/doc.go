@@ -1,0 +1,47 @@
+// Package podsync runs the pods the host schedules onto a leaf in the leaf's
+// member cluster, mirrors their status back, and guards their deletion.
+//
+// For every host pod bound to a leaf, the member gets a pod of the same
+// namespace and name (the namespace, and copies of the host ConfigMaps and
+// Secrets the pod uses, are created as needed), labelled with the member's
+// cluster name and the host pod's UID. Only what the member's owner agreed
+// to runs: namespaces leafsync created or the registration lists (never
+// kube-*), names that resolve to host objects only (a member object of that
+// name leafsync did not create, or a PVC, refuses the pod), and what the
+// upstream Pod Security checks allow at the registration's level. The host pod carries the finalizer
+// leafsync.io/member-pod while a member pod may exist, so that no host
+// deletion is lost while the member is unreachable.
+//
+// Every host deletion is classified by cause (the DisruptionTarget
+// condition's reason, or none). Deletes a person or a controller asked for
+// (plain DELETE, Eviction API, preemption) are forwarded with their grace
+// period. Eviction deletes (taint manager, pod GC) of pods on a leaf whose
+// member is Ready again are stale: they are never forwarded directly but
+// handled by the stale-eviction policy (DeferUntilReplaced, Retain,
+// Forward). Eviction deletes on a leaf confirmed NotReady are recorded as
+// owed through the store's Keeper and executed, by the same policy, once the
+// member is Ready. A recreated host pod (a StatefulSet's) adopts the member
+// pod that still runs when its spec is compatible; Terminating host pods on a
+// leaf confirmed down are finished after reapAfter so their owners can fail
+// over. A pod with a stable identity (a StatefulSet's, or one with a
+// hostname or subdomain) never has two copies in members that are not
+// confirmed down: a new one waits until the old copy is gone, and the old
+// one goes as soon as the new one is bound elsewhere (identity.go).
+//
+// The decisions are a pure function (decide) of the host pod, the member
+// pod, the member's hysteresis status, the pending deletes and the host
+// pods that may replace them (decide also chooses the replacement). One
+// pod name flows top-down:
+//
+//	informer event -> memberSync queue (internal/runner, per member)
+//	  -> Controller.reconcile: gather the input from caches (writes nothing)
+//	  -> decide -> plan{actions, runner.Result}
+//	  -> execution.run: host and member writes in order; pending deletes
+//	     through ledger.go (the store), copies through internal/syncer/reflector,
+//	     the host status through podsync/podstatus; metrics from each
+//	     action's typed outcome
+//	  -> runner.Result{RequeueAfter} (the plan's, or a step's wait); an
+//	     error is the runner's backoff
+//
+// See docs/pod-sync.md.
+package podsync

@@ -1,0 +1,194 @@
+// Package syncer wires leafsync's controllers into a controller-runtime
+// manager: registration of members, their runtimes, leaf nodes and pod sync.
+// Each concern lives in its own sub-package; this package only assembles them.
+package syncer
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/clusters"
+	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/guard"
+	"github.com/leafsync/leafsync/internal/syncer/leaves"
+	"github.com/leafsync/leafsync/internal/syncer/member"
+	"github.com/leafsync/leafsync/internal/syncer/registration"
+)
+
+// CacheOptions restricts what the manager's cache may watch. Secrets are
+// read only in leafsync's own namespace, so RBAC never needs cluster-wide
+// Secret access.
+func CacheOptions(cfg config.Config) cache.Options {
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{cfg.Namespace: {}}},
+		},
+	}
+}
+
+// Option changes how Setup wires the controllers.
+type Option func(*options)
+
+type options struct {
+	clock clock.WithTicker
+}
+
+// WithClock gives every controller that takes a clock (probes and the
+// readiness engine's times, leaves, pod sync) this one instead of the
+// real clock. cmd/leafsync uses it only for the test-only clock skew
+// (LEAFSYNC_TEST_CLOCK_SKEW).
+func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+
+// Setup adds leafsync's controllers to the manager.
+func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
+	o := options{clock: clock.RealClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	fleet, err := hysteresis.NewFleet(cfg.Hysteresis)
+	if err != nil {
+		return fmt.Errorf("hysteresis: %w", err)
+	}
+	m := cfg.Members
+	// The host config's user agent carries leafsync's version
+	// (cmd/leafsync sets it); members see the same one.
+	userAgent := mgr.GetConfig().UserAgent
+	if userAgent == "" {
+		userAgent = member.DefaultUserAgent
+	}
+	// State that must survive restarts (docs/state-store.md).
+	state, err := setupState(mgr, cfg, fleet, o.clock)
+	if err != nil {
+		return err
+	}
+	ctl, err := clusters.New(mgr.GetClient(), clusters.Options{
+		Namespace: cfg.Namespace,
+		Policy: registration.Policy{
+			AllowExecAuth:       m.AllowExecAuth,
+			AllowFileReferences: m.AllowFileReferences,
+			Thresholds:          &cfg.Hysteresis,
+		},
+		Engine: fleet,
+		Runtime: clusters.RuntimeSettings{
+			UserAgent:    userAgent,
+			Timeout:      m.Timeout.Duration,
+			QPS:          m.QPS,
+			Burst:        m.Burst,
+			ProbeTimeout: m.ProbeTimeout.Duration,
+			Breaker: member.BreakerSettings{
+				ConsecutiveFailures: m.Breaker.ConsecutiveFailures,
+				OpenTimeout:         m.Breaker.OpenTimeout.Duration,
+				HalfOpenRequests:    m.Breaker.HalfOpenRequests,
+			},
+			SwapTimeout: m.ReconnectTimeout.Duration,
+		},
+		Recorder:  mgr.GetEventRecorder("leafsync"),
+		Logger:    mgr.GetLogger(),
+		Reader:    mgr.GetAPIReader(),
+		Restore:   state.restoreHook,
+		OnObserve: state.persister.Observed,
+		Clock:     o.clock,
+	})
+	if err != nil {
+		return err
+	}
+	state.registerDeregistration(ctl.Registry())
+	if err := ctl.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("clusters controller: %w", err)
+	}
+	if err := setupMetrics(ctl.Registry(), fleet); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	leafNodes, err := setupLeafNodes(mgr)
+	if err != nil {
+		return err
+	}
+	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry(), leafNodes, o.clock)
+	if err != nil {
+		return err
+	}
+	if err := setupLeaves(mgr, cfg, ctl.Registry(), leafNodes, records, o.clock); err != nil {
+		return err
+	}
+	keeper := state.keeper
+	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper, leafNodes, o.clock); err != nil {
+		return err
+	}
+	return setupKubeletAPI(mgr, cfg, ctl.Registry(), leafNodes)
+}
+
+// setupLeafNodes starts an informer of the host's leaf Nodes (label
+// leafsync.io/cluster): the leaf writer reads from it, and leaves and pod
+// sync check with it that a Node is leafsync's leaf of a cluster before
+// they renew its Lease or touch a pod bound to it.
+func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
+	host, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("host client for leaf nodes: %w", err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(host, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = leafnode.LabelCluster }))
+	nodes := factory.Core().V1().Nodes()
+	nodes.Informer()
+	return nodes, mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		factory.Start(ctx.Done())
+		<-ctx.Done()
+		factory.Shutdown()
+		return nil
+	}))
+}
+
+// setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.
+// Leaf Node writes have a host client of their own, and Lease renewals
+// another, without a client-side rate limit: renewals are bounded by
+// themselves (one per leaf per renew interval, retries within it), so a
+// limiter could only make them queue — behind each other, or behind Node
+// writes when many members churn pods.
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, records *guard.Records, clk clock.WithTicker) error {
+	hostCfg := rest.CopyConfig(mgr.GetConfig())
+	hostCfg.QPS, hostCfg.Burst = 50, 100
+	host, err := kubernetes.NewForConfig(hostCfg)
+	if err != nil {
+		return fmt.Errorf("host client for leaves: %w", err)
+	}
+	leaseCfg := rest.CopyConfig(mgr.GetConfig())
+	leaseCfg.QPS = -1 // no client-side rate limiter
+	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+	if err != nil {
+		return fmt.Errorf("host client for leases: %w", err)
+	}
+	l := cfg.Leaves
+	o := leaves.Options{
+		Host:               host,
+		Nodes:              nodes,
+		Leases:             leaseClient,
+		Registry:           reg,
+		LeafTaint:          l.LeafTaint,
+		RenewInterval:      l.LeaseRenewInterval.Duration,
+		LeaseDuration:      l.LeaseDuration.Duration,
+		RenewTimeout:       l.LeaseRenewTimeout.Duration,
+		ConditionHeartbeat: l.ConditionHeartbeat.Duration,
+		AllocatableEvery:   l.AllocatableInterval.Duration,
+		Resync:             l.Resync.Duration,
+		Recorder:           mgr.GetEventRecorder("leafsync"),
+		Logger:             mgr.GetLogger(),
+		Clock:              clk,
+	}
+	if records != nil {
+		o.Guard = records
+	}
+	return mgr.Add(leaves.New(o))
+}
