@@ -114,6 +114,18 @@ if needs conformance-images/busybox.tar "$src"; then
     image "${ref//[:.]/-}" "registry.k8s.io/e2e-test-images/$ref" "$work/agnhost.rootfs" -entrypoint /agnhost -cmd pause
   done
 
+  # nautilus and kitten (kubectl's Update Demo): agnhost serving a picture
+  # and data.json from its working directory, as upstream's Dockerfiles say;
+  # tagged as the suite's manifest names them (the sources' VERSION files
+  # are ahead of it).
+  imgsrc=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images
+  for demo in nautilus kitten; do
+    cp "$work/agnhost.rootfs" "$work/$demo.rootfs"
+    echo "file /$demo.jpg 0644 0:0 $imgsrc/$demo/html/$demo.jpg" >>"$work/$demo.rootfs"
+    echo "file /data.json 0644 0:0 $imgsrc/$demo/html/data.json" >>"$work/$demo.rootfs"
+    image "$demo" "registry.k8s.io/e2e-test-images/$demo:1.8" "$work/$demo.rootfs" -entrypoint /agnhost -cmd test-webserver
+  done
+
   # nonewprivs: nnp, setuid root, on busybox.
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/nnp" k8s.io/kubernetes/test/images/nonewprivs
   busybox_tree "$work/nnp.rootfs"
