@@ -2,9 +2,9 @@ package hysteresis
 
 import "sync"
 
-// Fleet is a RawFleet behind a mutex, safe for concurrent use (the
-// controller's probers, leaves and state store share one). It adds nothing
-// but the lock: every decision is RawFleet's.
+// Fleet is a RawFleet behind a mutex, safe for concurrent use (in
+// leafsync the clusters Registry changes it, and metrics read its
+// counters). It adds nothing but the lock: every decision is RawFleet's.
 type Fleet struct {
 	mu  sync.Mutex
 	raw *RawFleet

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/clusters"
 	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/enginestate"
@@ -49,7 +48,7 @@ type state struct {
 // one writer, on the leader only) and its readiness detail to the manager.
 // The Persister's hooks go into the clusters controller (restoreHook,
 // persister.Observed) and its registry (registerDeregistration).
-func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet, clk clock.WithTicker) (*state, error) {
+func setupState(mgr manager.Manager, cfg config.Config, clk clock.WithTicker) (*state, error) {
 	log := mgr.GetLogger().WithName("store")
 	s, err := OpenStore(mgr.GetConfig(), cfg)
 	if err != nil {
@@ -76,7 +75,7 @@ func setupState(mgr manager.Manager, cfg config.Config, fleet *hysteresis.Fleet,
 		},
 	})
 	st := &state{keeper: keeper, log: log}
-	st.persister = enginestate.New(fleet, keeper, enginestate.Options{
+	st.persister = enginestate.New(keeper, enginestate.Options{
 		CheckpointInterval: cfg.Store.CheckpointInterval.Duration,
 		RestoreTimeout:     cfg.Store.RestoreTimeout.Duration,
 		Clock:              clk,
@@ -107,10 +106,11 @@ func (r keeperRunnable) Start(ctx context.Context) error {
 
 func (keeperRunnable) NeedLeaderElection() bool { return true }
 
-// restoreHook is clusters.Options.Restore: the member's saved engine state
-// goes into the engine before its first probe.
-func (s *state) restoreHook(ctx context.Context, cluster string) {
-	if _, err := s.persister.Restore(ctx, cluster); err != nil {
+// restoreHook is clusters.Options.Restore: the member's saved engine
+// snapshot goes to the Registry, the engine's owner, before its first
+// probe.
+func (s *state) restoreHook(ctx context.Context, cluster string, into *clusters.Registry) {
+	if _, err := s.persister.Restore(ctx, cluster, into); err != nil {
 		s.log.Error(err, "member starts without its saved readiness state", "cluster", cluster)
 	}
 }

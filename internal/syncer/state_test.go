@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/enginestate"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
@@ -24,9 +23,8 @@ func (downStore) NextTerm(context.Context) (uint64, error) { return 0, errRefuse
 // The store's readiness check details a problem on its own path only: the
 // aggregate /readyz never fails because of the store.
 func TestStateCheckIsADetail(t *testing.T) {
-	fleet, _ := hysteresis.NewFleet(hysteresis.DefaultFleetConfig())
 	k := store.NewKeeper(downStore{store.NewMemory()}, logr.Discard())
-	s := &state{keeper: k, persister: enginestate.New(fleet, k, enginestate.Options{}), log: logr.Discard()}
+	s := &state{keeper: k, persister: enginestate.New(k, enginestate.Options{}), log: logr.Discard()}
 	aggregate := httptest.NewRequest("GET", "/", nil) // /readyz, prefix stripped
 	own := httptest.NewRequest("GET", "/"+StateCheckName, nil)
 	if err := s.check(own); err != nil {

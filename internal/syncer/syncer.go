@@ -70,7 +70,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 		userAgent = member.DefaultUserAgent
 	}
 	// State that must survive restarts (docs/state-store.md).
-	state, err := setupState(mgr, cfg, fleet, o.clock)
+	state, err := setupState(mgr, cfg, o.clock)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,9 @@
 //	                           on the Secret and claimed by this host
 //	                           (memberclaim.go)
 //	Registry (registry.go)     what other components read: members, statuses,
-//	                           events (subscription.go)
+//	                           events (subscription.go); the hysteresis
+//	                           engine's only owner (registry_engine.go:
+//	                           thresholds, a restored snapshot, removal)
 //	readiness (readiness.go)   probe outcome -> Registry.observe (engine
 //	                           step, Decided event) -> persister hook
 //	reporter (reporter.go)     registry status -> Secret annotations and Events
@@ -76,7 +78,8 @@ type Options struct {
 	Namespace string
 	// Policy loosens the kubeconfig checks (exec, file references).
 	Policy registration.Policy
-	// Engine is the hysteresis engine (a *hysteresis.Fleet).
+	// Engine is the hysteresis engine (a *hysteresis.Fleet). The Registry
+	// owns it from here on: nothing else may change it.
 	Engine Engine
 	// Runtime configures member runtimes.
 	Runtime RuntimeSettings
@@ -100,11 +103,11 @@ type Options struct {
 	// registration change: the manager need not cache every Node.
 	Reader client.Reader
 	// Restore (may be nil) is called for a member that has no runtime in
-	// this process yet, after it is added to the engine and before its
-	// runtime starts probing: saved engine state restored here is in place
-	// before the first observation. It may block briefly (reading the
-	// state store); it bounds its own wait.
-	Restore func(ctx context.Context, cluster string)
+	// this process yet, after its thresholds are in the engine and before
+	// its runtime starts probing: a saved snapshot handed to
+	// into.Restore here is in place before the first observation. It may
+	// block briefly (reading the state store); it bounds its own wait.
+	Restore func(ctx context.Context, cluster string, into *Registry)
 	// OnObserve (may be nil) is called after every observation the engine
 	// accepted, with the decision the Decided event carries (e.g. to
 	// persist its Snapshot). It must not block.
@@ -159,7 +162,6 @@ func New(c client.Client, o Options) (*Controller, error) {
 	}
 	ctl.runtimes = &runtimes{
 		settings:        o.Runtime,
-		engine:          o.Engine,
 		reg:             reg,
 		onObserve:       o.OnObserve,
 		onBreakerChange: o.OnBreakerChange,

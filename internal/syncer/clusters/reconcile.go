@@ -66,7 +66,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if perr == nil {
-		if err := c.opts.Engine.Add(spec.Cluster, spec.Overrides); err != nil {
+		if err := c.reg.setThresholds(spec.Cluster, spec.Overrides); err != nil {
 			perr = &registration.Error{Reason: registration.ReasonInvalidAnnotation, Message: fmt.Sprintf(
 				"the threshold annotations give an inconsistent configuration: %v; fix them (see docs/annotations.md)", err)}
 		}
@@ -85,15 +85,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if c.opts.Restore != nil {
 		if _, running := c.reg.Member(spec.Cluster); !running {
-			c.opts.Restore(ctx, spec.Cluster)
+			c.opts.Restore(ctx, spec.Cluster, c.reg)
 		}
 	}
 	c.reg.accepted(spec.Cluster)
 	if err := c.runtimes.apply(spec); err != nil {
 		log.Error(err, "building member runtime")
-		if _, ok := c.reg.Member(spec.Cluster); !ok {
-			c.opts.Engine.Remove(spec.Cluster) // nothing will observe it
-		}
+		c.reg.forget(spec.Cluster) // if not registered: nothing will observe it
 		re := &registration.Error{Reason: reasonClientSetupFailed, Message: fmt.Sprintf(
 			"cannot build a client from the kubeconfig: %v; fix data.kubeconfig", err)}
 		return c.refused(ctx, &s, cluster, re)
@@ -193,9 +191,6 @@ func (c *Controller) teardown(ctx context.Context, s *corev1.Secret, cluster str
 	d := c.runtimes.stop(cluster, cleanup)
 	if d.Cluster == "" {
 		d = Deregistration{Cluster: cluster, Secret: client.ObjectKeyFromObject(s), LeafName: leafNameOf(s, cluster), Annotations: leafsyncAnnotations(s)}
-		if cleanup && cluster != "" {
-			c.opts.Engine.Remove(cluster)
-		}
 	}
 	if !cleanup || cluster == "" {
 		return nil

@@ -14,14 +14,15 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
-// Engine is the hysteresis engine the Registry owns; *hysteresis.Fleet
-// implements it. The Controller adds and removes clusters, the Registry
-// feeds it each probe outcome and publishes the Decision. State is keyed
-// by cluster name, so it survives a reconnect (only the member runtime is
-// replaced).
+// Engine is the hysteresis engine; *hysteresis.Fleet implements it. The
+// Registry is its only owner: every change (a member's thresholds, a
+// restored snapshot, a probe outcome, a removal) goes through a Registry
+// method, under the Registry's lock. State is keyed by cluster name, so it
+// survives a reconnect (only the member runtime is replaced).
 type Engine interface {
 	Add(name string, o hysteresis.Overrides) error
 	Remove(name string)
+	RestoreCluster(snapshot []byte) error
 	Current(name string) (hysteresis.Decision, bool)
 	Step(name string, o hysteresis.Observation) (hysteresis.Decision, error)
 }

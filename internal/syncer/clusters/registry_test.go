@@ -70,3 +70,61 @@ func TestObserveOnlyFromTheActiveRuntime(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot restored through the Registry is what the member's
+// MemberAdded event and the Registry's reads carry, before any probe; once
+// the member runs, a restore is refused and changes nothing, and a
+// snapshot of another cluster is refused.
+func TestRestoreIsPublished(t *testing.T) {
+	fc := hysteresis.DefaultFleetConfig()
+	prev, err := hysteresis.NewFleet(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = prev.Add("east", hysteresis.Overrides{})
+	t0 := time.Unix(1000, 0)
+	for at := t0; at.Before(t0.Add(2 * fc.NotReadyAfter.Duration)); at = at.Add(fc.ProbeInterval.Duration) {
+		if _, err := prev.Step("east", hysteresis.Observation{Time: at, Class: hysteresis.ClassNetwork}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, _ := prev.SnapshotCluster("east")
+
+	fleet, _ := hysteresis.NewFleet(fc)
+	reg := newRegistry(fleet, clocktesting.NewFakePassiveClock(t0))
+	if err := reg.setThresholds("east", hysteresis.Overrides{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Restore("west", snap); err == nil {
+		t.Error("a snapshot of east restored as west")
+	}
+	st, err := reg.Restore("east", snap)
+	if err != nil || st.State != hysteresis.NotReady {
+		t.Fatalf("restore: %s, %v; want NotReady", st.State, err)
+	}
+	sub := reg.Subscribe()
+	defer sub.Close()
+	spec := &registration.Spec{Cluster: "east", Secret: types.NamespacedName{Namespace: ns, Name: "east"}, Server: "https://east"}
+	reg.add(spec, &member.Runtime{})
+	select {
+	case ev := <-sub.Events():
+		if ev.Type != MemberAdded || ev.Member.Readiness.Status.State != hysteresis.NotReady {
+			t.Errorf("first event %s with readiness %s, want MemberAdded with the restored NotReady", ev.Type, ev.Member.Readiness.Status.State)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no MemberAdded")
+	}
+	if got, _ := reg.Hysteresis("east"); got.State != hysteresis.NotReady {
+		t.Errorf("registry's status %s, want the restored NotReady", got.State)
+	}
+
+	fresh, _ := hysteresis.NewFleet(fc)
+	_ = fresh.Add("east", hysteresis.Overrides{})
+	freshSnap, _ := fresh.SnapshotCluster("east")
+	if _, err := reg.Restore("east", freshSnap); err == nil {
+		t.Error("restore of a running member accepted")
+	}
+	if d, _ := fleet.Current("east"); d.Status.State != hysteresis.NotReady {
+		t.Errorf("engine after a refused restore: %s, want NotReady", d.Status.State)
+	}
+}

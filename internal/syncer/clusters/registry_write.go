@@ -13,7 +13,8 @@ import (
 
 // The Registry's writers, used only inside the package: runtimes (which
 // runtime is active, and each probe outcome: observe) and the Controller
-// (statuses and refusals). Each change and the Event it publishes happen
+// (statuses and refusals). The engine's other writers are in
+// registry_engine.go. Each change and the Event it publishes happen
 // under one lock, so subscribers see changes in order.
 
 // add registers a new cluster with rt as its active runtime.
@@ -39,11 +40,6 @@ func (r *Registry) update(spec *registration.Spec) {
 	}
 	prev := e.spec
 	e.secret, e.spec = spec.Secret, spec
-	// The thresholds may have changed (the Controller added the new
-	// overrides to the engine).
-	if d, ok := r.engine.Current(spec.Cluster); ok {
-		e.readiness.Config = d.Config
-	}
 	if prev.LeafName != spec.LeafName || !reflect.DeepEqual(prev.Annotations, spec.Annotations) {
 		r.publishLocked(Event{Type: MemberUpdated, Cluster: spec.Cluster, Member: e.member(), Previous: prev})
 	}

@@ -44,7 +44,7 @@ func TestRestoreBeforeFirstObservation(t *testing.T) {
 		observed    int
 	)
 	opts := e.ctl.opts
-	opts.Restore = func(_ context.Context, cluster string) {
+	opts.Restore = func(_ context.Context, cluster string, into *Registry) {
 		e.eng.mu.Lock()
 		n := e.eng.obs[cluster]
 		e.eng.mu.Unlock()
@@ -52,7 +52,7 @@ func TestRestoreBeforeFirstObservation(t *testing.T) {
 		restores++
 		obsAtRestor = n
 		mu.Unlock()
-		if err := e.eng.RestoreCluster(snap); err != nil {
+		if _, err := into.Restore(cluster, snap); err != nil {
 			t.Error(err)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 // runtimes; the Registry holds the active runtime everyone else uses.
 type runtimes struct {
 	settings        RuntimeSettings
-	engine          Engine
 	reg             *Registry
 	onObserve       func(cluster string, d hysteresis.Decision)
 	onBreakerChange func(cluster string, from, to member.BreakerState)
@@ -154,12 +153,15 @@ func (r *runtimes) promote(cluster string, rt *member.Runtime, synced bool) {
 }
 
 // stop deregisters a cluster and stops its runtimes. With forget, its
-// hysteresis state goes too. It returns what cleanup hooks need (zero if
+// hysteresis state goes too (registered or not). It returns what cleanup hooks need (zero if
 // the cluster was not registered).
 func (r *runtimes) stop(cluster string, forget bool) Deregistration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, active, ok := r.reg.remove(cluster)
+	if forget {
+		r.reg.forget(cluster)
+	}
 	if !ok {
 		return Deregistration{}
 	}
@@ -180,9 +182,6 @@ func (r *runtimes) stop(cluster string, forget bool) Deregistration {
 		} else {
 			r.stopAsync(active)
 		}
-	}
-	if forget {
-		r.engine.Remove(cluster)
 	}
 	r.log.Info("member runtime stopped", "cluster", cluster, "deregistered", forget)
 	return d
@@ -252,7 +251,7 @@ func (r *runtimes) newRuntime(spec *registration.Spec) (*member.Runtime, error) 
 // probeInterval is the cluster's probe interval before its first
 // decision; every decision carries the next one.
 func (r *runtimes) probeInterval(cluster string) time.Duration {
-	if d, ok := r.engine.Current(cluster); ok && d.Config.ProbeInterval.Duration > 0 {
+	if d, ok := r.reg.readiness(cluster); ok && d.Config.ProbeInterval.Duration > 0 {
 		return d.Config.ProbeInterval.Duration
 	}
 	return hysteresis.DefaultConfig().ProbeInterval.Duration

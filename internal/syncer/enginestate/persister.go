@@ -2,7 +2,8 @@
 // across restarts and changes of leader: it decides when a member's engine
 // snapshot is worth writing to the state store (transitions, and
 // checkpoints while something is in progress — never once per probe), and
-// restores it into the engine before the member's first probe. Writes go
+// hands it back to the engine's owner (the clusters Registry) before the
+// member's first probe. Writes go
 // through the store's Keeper. See docs/state-store.md.
 //
 // It also reports clock steps: an observation for which the engine
@@ -17,7 +18,6 @@ package enginestate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -35,15 +35,13 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
 
-// Engine is what the Persister needs of the hysteresis engine to restore
-// a cluster's saved state; *hysteresis.Fleet implements it. What it writes
-// comes with each decision (Observed), never read back.
-type Engine interface {
-	RestoreCluster(data []byte) error
-	Status(name string) (hysteresis.Status, bool)
+// Target takes a cluster's saved snapshot and returns the restored status:
+// the owner of the hysteresis engine (*clusters.Registry). The Persister
+// never changes the engine itself; what it writes comes with each decision
+// (Observed), never read back.
+type Target interface {
+	Restore(cluster string, snapshot []byte) (hysteresis.Status, error)
 }
-
-var _ Engine = (*hysteresis.Fleet)(nil)
 
 // Options tune a Persister; zero values take the defaults.
 type Options struct {
@@ -84,7 +82,6 @@ type Options struct {
 // interval. The penalty's decay needs no writes: it is recomputed from the
 // time it was last decayed, which the snapshot holds.
 type Persister struct {
-	eng    Engine
 	keeper *store.Keeper
 	opts   Options
 	log    logr.Logger
@@ -119,7 +116,7 @@ type Stats struct {
 }
 
 // New returns a Persister writing through keeper.
-func New(eng Engine, keeper *store.Keeper, o Options) *Persister {
+func New(keeper *store.Keeper, o Options) *Persister {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
 	}
@@ -132,22 +129,22 @@ func New(eng Engine, keeper *store.Keeper, o Options) *Persister {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
-	return &Persister{eng: eng, keeper: keeper, opts: o, log: o.Logger, marks: map[string]*mark{}}
+	return &Persister{keeper: keeper, opts: o, log: o.Logger, marks: map[string]*mark{}}
 }
 
 // ErrRestoreTooLate: a restore was asked after the cluster's first
 // observation in this process; restoring then would rewind the engine.
 var ErrRestoreTooLate = errors.New("enginestate: restore after the cluster's first observation refused")
 
-// Restore restores a cluster's saved hysteresis state into the engine. It
-// must be called after the cluster is added to the engine and before its
-// first observation (the clusters controller calls it just before starting
-// the member's runtime). It reports whether saved state was restored. A
+// Restore reads a cluster's saved hysteresis snapshot and hands it to
+// into, the engine's owner. It must be called before the cluster's first
+// observation (the clusters controller calls it just before starting the
+// member's runtime). It reports whether saved state was restored. A
 // cluster with no saved state starts fresh (nil error); if the store cannot
 // be read within RestoreTimeout of the term's first restore, the cluster
 // starts fresh and the error says why (the saved record is merged, not
 // overwritten, when the store is back).
-func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
+func (p *Persister) Restore(ctx context.Context, cluster string, into Target) (bool, error) {
 	p.mu.Lock()
 	if m := p.marks[cluster]; m != nil && m.observed {
 		p.mu.Unlock()
@@ -169,16 +166,7 @@ func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
 		p.count(func(s *Stats) { s.Fresh++ })
 		return false, nil
 	}
-	var head struct {
-		Cluster string `json:"cluster"`
-	}
-	err := json.Unmarshal(saved, &head)
-	if err == nil && head.Cluster != cluster {
-		err = fmt.Errorf("the record holds a snapshot of cluster %q", head.Cluster)
-	}
-	if err == nil {
-		err = p.eng.RestoreCluster(saved)
-	}
+	hs, err := into.Restore(cluster, saved)
 	if err != nil {
 		err = fmt.Errorf("saved state of cluster %s cannot be restored, starting fresh: %w", cluster, err)
 		p.count(func(s *Stats) {
@@ -187,7 +175,6 @@ func (p *Persister) Restore(ctx context.Context, cluster string) (bool, error) {
 		})
 		return false, err
 	}
-	hs, _ := p.eng.Status(cluster)
 	p.mu.Lock()
 	m := &mark{written: hs.LastObserved}
 	switch {

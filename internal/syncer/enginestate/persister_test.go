@@ -123,10 +123,10 @@ func TestRestoreAfterObservationRefused(t *testing.T) {
 	f, _ := hysteresis.NewFleet(testFleetConfig())
 	_ = f.Add("m1", hysteresis.Overrides{})
 	k := store.NewKeeper(store.NewMemory(), logr.Discard())
-	p := enginestate.New(f, k, enginestate.Options{})
+	p := enginestate.New(k, enginestate.Options{})
 	d, _ := f.Step("m1", hysteresis.Observation{Time: t0, OK: true})
 	p.Observed("m1", d)
-	if _, err := p.Restore(context.Background(), "m1"); !errors.Is(err, enginestate.ErrRestoreTooLate) {
+	if _, err := p.Restore(context.Background(), "m1", owner{f}); !errors.Is(err, enginestate.ErrRestoreTooLate) {
 		t.Fatalf("restore after an observation: %v, want ErrRestoreTooLate", err)
 	}
 }
@@ -155,11 +155,11 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 	fleet, _ := hysteresis.NewFleet(fc)
 	k := runKeeper(t, f, store.KeeperOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	clk := clocktesting.NewFakeClock(t0)
-	p := enginestate.New(fleet, k, enginestate.Options{RestoreTimeout: 300 * time.Millisecond, Clock: clk})
+	p := enginestate.New(k, enginestate.Options{RestoreTimeout: 300 * time.Millisecond, Clock: clk})
 	for i, c := range []string{"a", "b"} {
 		_ = fleet.Add(c, hysteresis.Overrides{})
 		start := clk.Now()
-		restored, err := restoreStepping(t, p, clk, c)
+		restored, err := restoreStepping(t, p, clk, c, owner{fleet})
 		took := clk.Since(start)
 		if restored || err == nil {
 			t.Fatalf("%s restored=%v err=%v with the store down", c, restored, err)
@@ -206,7 +206,7 @@ func TestRestoreWhileStoreDown(t *testing.T) {
 
 // restoreStepping runs p.Restore, moving clk on by 50ms whenever the
 // restore waits on it.
-func restoreStepping(t *testing.T, p *enginestate.Persister, clk *clocktesting.FakeClock, cluster string) (bool, error) {
+func restoreStepping(t *testing.T, p *enginestate.Persister, clk *clocktesting.FakeClock, cluster string, into enginestate.Target) (bool, error) {
 	t.Helper()
 	type result struct {
 		restored bool
@@ -214,7 +214,7 @@ func restoreStepping(t *testing.T, p *enginestate.Persister, clk *clocktesting.F
 	}
 	done := make(chan result, 1)
 	go func() {
-		restored, err := p.Restore(context.Background(), cluster)
+		restored, err := p.Restore(context.Background(), cluster, into)
 		done <- result{restored, err}
 	}()
 	deadline := time.After(10 * time.Second)

@@ -49,13 +49,13 @@ func startSim(tb testing.TB, s store.Store, fc hysteresis.FleetConfig, po engine
 	}
 	k := runKeeper(tb, s, store.KeeperOptions{})
 	po.Logger = logr.Discard()
-	x := &sim{tb: tb, fleet: f, keeper: k, p: enginestate.New(f, k, po), s: s,
+	x := &sim{tb: tb, fleet: f, keeper: k, p: enginestate.New(k, po), s: s,
 		notReadyAt: map[string]time.Time{}, everReady: map[string]bool{}}
 	for _, c := range clusters {
 		if err := f.Add(c, hysteresis.Overrides{}); err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := x.p.Restore(context.Background(), c); err != nil {
+		if _, err := x.p.Restore(context.Background(), c, owner{f}); err != nil {
 			tb.Fatalf("restore %s: %v", c, err)
 		}
 	}
@@ -120,4 +120,16 @@ func (x *sim) run(c string, l link, from, to, probe, phase time.Duration) {
 		}
 		x.observe(c, t0.Add(d), l(t0.Add(d)))
 	}
+}
+
+// owner is the engine's owner of a test (in leafsync, the clusters
+// Registry): it restores a snapshot into a bare Fleet.
+type owner struct{ f *hysteresis.Fleet }
+
+func (o owner) Restore(cluster string, snapshot []byte) (hysteresis.Status, error) {
+	if err := o.f.RestoreCluster(snapshot); err != nil {
+		return hysteresis.Status{}, err
+	}
+	st, _ := o.f.Status(cluster)
+	return st, nil
 }
