@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
@@ -160,14 +160,14 @@ func livePodsInMember(host kubernetes.Interface) memberPodsFunc {
 			return nil, err
 		}
 		list, err := member.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-			LabelSelector: podsync.LabelManaged + "=true," + podsync.LabelCluster + "=" + spec.Cluster,
+			LabelSelector: podmeta.LabelManaged + "=true," + podmeta.LabelCluster + "=" + spec.Cluster,
 		})
 		if err != nil {
 			return nil, err
 		}
 		var names []string
 		for _, p := range list.Items {
-			if h, ok := p.Labels[podsync.LabelHost]; !ok || h == hostID {
+			if h, ok := p.Labels[podmeta.LabelHost]; !ok || h == hostID {
 				names = append(names, p.Namespace+"/"+p.Name)
 			}
 		}
@@ -180,7 +180,7 @@ func livePodsInMember(host kubernetes.Interface) memberPodsFunc {
 // running in the members, and what that means for their workloads: read
 // from each member; from the leaf's pods when the member cannot be read.
 func orphanNotice(ctx context.Context, host kubernetes.Interface, targets []corev1.Secret, memberPods memberPodsFunc, out io.Writer) error {
-	const twice = "  Their host pods go with the leaf and their owners recreate them on other nodes, so these workloads run twice until you delete them in the member (kubectl delete pods -A -l " + podsync.LabelManaged + "=true).\n"
+	const twice = "  Their host pods go with the leaf and their owners recreate them on other nodes, so these workloads run twice until you delete them in the member (kubectl delete pods -A -l " + podmeta.LabelManaged + "=true).\n"
 	for i := range targets {
 		cluster := targets[i].Labels[registration.LabelCluster]
 		names, err := memberPods(ctx, &targets[i])
@@ -203,7 +203,7 @@ func orphanNotice(ctx context.Context, host kubernetes.Interface, targets []core
 				return err
 			}
 			for _, p := range pods {
-				if p.Annotations[podsync.AnnotationMemberUID] != "" {
+				if p.Annotations[podmeta.AnnotationMemberUID] != "" {
 					names = append(names, p.Namespace+"/"+p.Name)
 				}
 			}
@@ -260,7 +260,7 @@ func drainablePods(ctx context.Context, host kubernetes.Interface, leaf string) 
 
 func hasMemberFinalizer(p *corev1.Pod) bool {
 	for _, f := range p.Finalizers {
-		if f == podsync.FinalizerMemberPod {
+		if f == podmeta.FinalizerMemberPod {
 			return true
 		}
 	}

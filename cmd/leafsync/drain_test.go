@@ -17,7 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // drainFixture: member a's leaf with one synced pod, and a DaemonSet's pod
@@ -26,7 +26,7 @@ func drainFixture() *fake.Clientset {
 	leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf-a", Labels: map[string]string{leafnode.LabelCluster: "a"}}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "apps", UID: "db-0-uid",
-			Finalizers: []string{podsync.FinalizerMemberPod}, Annotations: map[string]string{podsync.AnnotationMemberUID: "m-uid"}},
+			Finalizers: []string{podmeta.FinalizerMemberPod}, Annotations: map[string]string{podmeta.AnnotationMemberUID: "m-uid"}},
 		Spec: corev1.PodSpec{NodeName: "leaf-a"},
 	}
 	ds := &corev1.Pod{

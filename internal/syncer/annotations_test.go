@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
@@ -28,12 +28,12 @@ func TestRegistrationChecksPodsyncAnnotations(t *testing.T) {
 	}
 	admission := func(key string) func(string) error {
 		return func(v string) error {
-			_, err := podsync.ParseAdmission(map[string]string{key: v})
+			_, err := podmeta.ParseAdmission(map[string]string{key: v})
 			return err
 		}
 	}
 	policy := func(v string) error {
-		_, err := podsync.ParsePolicy(v)
+		_, err := podmeta.ParsePolicy(v)
 		return err
 	}
 	cases := []struct {
@@ -41,17 +41,17 @@ func TestRegistrationChecksPodsyncAnnotations(t *testing.T) {
 		read   func(string) error
 		values []string
 	}{
-		{podsync.AnnotationMemberServiceAccounts, admission(podsync.AnnotationMemberServiceAccounts),
+		{podmeta.AnnotationMemberServiceAccounts, admission(podmeta.AnnotationMemberServiceAccounts),
 			[]string{"", "*", " apps/deployer, ops/backup ,*", "a/b/c", "deployer", "apps/Not_A_Name", "/x", "kube-system/"}},
-		{podsync.AnnotationAllowPrivilegedPods, admission(podsync.AnnotationAllowPrivilegedPods),
+		{podmeta.AnnotationAllowPrivilegedPods, admission(podmeta.AnnotationAllowPrivilegedPods),
 			[]string{"true", "false", "1", "", "yes please"}},
-		{podsync.AnnotationStaleEvictionPolicy, policy, []string{"", "Nope", "retain"}},
-		{podsync.AnnotationPodSecurity, admission(podsync.AnnotationPodSecurity),
+		{podmeta.AnnotationStaleEvictionPolicy, policy, []string{"", "Nope", "retain"}},
+		{podmeta.AnnotationPodSecurity, admission(podmeta.AnnotationPodSecurity),
 			[]string{"privileged", "baseline", "restricted", "", "Baseline", "none"}},
-		{podsync.AnnotationMemberNamespaces, admission(podsync.AnnotationMemberNamespaces),
+		{podmeta.AnnotationMemberNamespaces, admission(podmeta.AnnotationMemberNamespaces),
 			[]string{"", "apps", " apps, team-x ,", "kube-system", "apps,kube-public", "Team_X", "a/b"}},
 	}
-	for _, p := range podsync.Policies {
+	for _, p := range podmeta.Policies {
 		cases[2].values = append(cases[2].values, string(p))
 	}
 	for _, c := range cases {

@@ -13,6 +13,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/hostclock"
 	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
 
@@ -24,7 +25,7 @@ import (
 // measures host times against.
 func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, keeper *store.Keeper, nodes coreinformers.NodeInformer, clk clock.WithTicker) error {
 	p := cfg.PodSync
-	policy, err := podsync.ParsePolicy(p.StaleEvictionPolicy)
+	policy, err := podmeta.ParsePolicy(p.StaleEvictionPolicy)
 	if err != nil {
 		return fmt.Errorf("podSync.staleEvictionPolicy: %w", err)
 	}

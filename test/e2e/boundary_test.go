@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -211,7 +211,7 @@ func TestMemberOwnersBoundary(t *testing.T) {
 		waitRunning(t, appsNS, "late")
 		t.Logf("the pod ran %s after its ConfigMap appeared in the host", time.Since(created).Round(time.Millisecond))
 		cm, err := mc.CoreV1().ConfigMaps(appsNS).Get(ctx, "late-config", metav1.GetOptions{})
-		if err != nil || cm.Data["MODE"] != "late" || cm.Labels[podsync.LabelManaged] != "true" {
+		if err != nil || cm.Data["MODE"] != "late" || cm.Labels[podmeta.LabelManaged] != "true" {
 			t.Errorf("member copy of the ConfigMap: %v %v", cm, err)
 		}
 	})
@@ -222,7 +222,7 @@ func TestMemberOwnersBoundary(t *testing.T) {
 		time.Sleep(2 * podSyncResync)
 		noMemberPod(t, "team-x", "in-team-x")
 		noMemberPod(t, "kube-public", "in-kube-public")
-		if n, err := mc.CoreV1().Namespaces().Get(ctx, "team-x", metav1.GetOptions{}); err != nil || n.Labels[podsync.LabelManaged] != "" {
+		if n, err := mc.CoreV1().Namespaces().Get(ctx, "team-x", metav1.GetOptions{}); err != nil || n.Labels[podmeta.LabelManaged] != "" {
 			t.Errorf("member namespace team-x changed: %v %v", n.Labels, err)
 		}
 		waitEvent(t, "team-x", "in-team-x", "NotSyncedNamespace", "namespace team-x", annMemberNamespaces)

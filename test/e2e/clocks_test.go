@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -54,7 +54,7 @@ func TestClockBehindEvictionsDeferred(t *testing.T) {
 		return fmt.Errorf("not yet")
 	})
 	c := podCondition(evicted, corev1.DisruptionTarget)
-	if c == nil || c.Reason != podsync.CauseTaintManager || !strings.HasPrefix(c.Message, "leafsync:") {
+	if c == nil || c.Reason != podmeta.CauseTaintManager || !strings.HasPrefix(c.Message, "leafsync:") {
 		t.Fatalf("the scenario needs leafsync to complete the eviction; the host pod was deleted with condition %+v", c)
 	}
 	t.Logf("leafsync evicted %s %s after the cut; condition at %s, deletionTimestamp %s (grace %ds)",

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -77,7 +77,7 @@ func TestCopiesHeal(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if cm.Data["app.conf"] != "v1" || cm.Labels[podsync.LabelManaged] != "true" {
+		if cm.Data["app.conf"] != "v1" || cm.Labels[podmeta.LabelManaged] != "true" {
 			return fmt.Errorf("member ConfigMap data %v labels %v", cm.Data, cm.Labels)
 		}
 		return nil

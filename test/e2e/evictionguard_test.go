@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/leafsync/leafsync/internal/syncer/guard"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -120,11 +120,11 @@ func TestEvictionGuardLeaseLapse(t *testing.T) {
 				// KCM must have seen the leaf lapse and tried to evict.
 				harness.Eventually(t, lapse+10*time.Second, "the taint manager marks the leaf's pods for eviction", func() error {
 					for _, p := range listPods(t, f.host, "app in (web,db)") {
-						if c := podCondition(&p, corev1.DisruptionTarget); c != nil && c.Reason == podsync.CauseTaintManager {
+						if c := podCondition(&p, corev1.DisruptionTarget); c != nil && c.Reason == podmeta.CauseTaintManager {
 							return nil
 						}
 					}
-					return fmt.Errorf("no pod marked DisruptionTarget=%s yet", podsync.CauseTaintManager)
+					return fmt.Errorf("no pod marked DisruptionTarget=%s yet", podmeta.CauseTaintManager)
 				})
 				time.Sleep(time.Until(start.Add(lapse)))
 				undo()
@@ -158,12 +158,12 @@ func TestEvictionGuardLeaseLapse(t *testing.T) {
 				var victim corev1.Pod
 				harness.Eventually(t, 30*time.Second, "refused evictions reported", func() error {
 					for _, p := range listPods(t, f.host, "app=web") {
-						if p.Annotations[podsync.AnnotationEvictionRefused] != "" {
+						if p.Annotations[podmeta.AnnotationEvictionRefused] != "" {
 							victim = p
 							return nil
 						}
 					}
-					return fmt.Errorf("no web pod annotated %s", podsync.AnnotationEvictionRefused)
+					return fmt.Errorf("no web pod annotated %s", podmeta.AnnotationEvictionRefused)
 				})
 				if len(hostEvents(t, f, "EvictionRefused")) == 0 {
 					t.Errorf("no EvictionRefused Event")

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/internal/syncer/guard"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -60,7 +60,7 @@ func TestEvictionGuardUserTaint(t *testing.T) {
 	})
 	c := podCondition(evicted, corev1.DisruptionTarget)
 	switch {
-	case c == nil || c.Reason != podsync.CauseTaintManager:
+	case c == nil || c.Reason != podmeta.CauseTaintManager:
 		t.Errorf("host pod deleted without the taint manager's condition: %+v", c)
 	case strings.HasPrefix(c.Message, "leafsync:"):
 		t.Errorf("the eviction was completed by leafsync (the guard refused the taint manager's): %s", c.Message)

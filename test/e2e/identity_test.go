@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -153,7 +153,7 @@ func TestTwoHostsOneMember(t *testing.T) {
 	hostID := clusterID(t, f.host)
 	before := map[types.UID]string{}
 	for _, p := range listPods(t, a.Cluster, managedPodSelector) {
-		before[p.UID] = p.Labels[podsync.LabelHostUID]
+		before[p.UID] = p.Labels[podmeta.LabelHostUID]
 	}
 	aRec := recordPods(t, a.Cluster, "")
 
@@ -196,9 +196,9 @@ func TestTwoHostsOneMember(t *testing.T) {
 			t.Errorf("member pod %s deleted at %s", p.Name, e.at.Format(time.StampMilli))
 		case before[p.UID] == "":
 			t.Errorf("member pod %s (%s) created at %s", p.Name, p.UID, e.at.Format(time.StampMilli))
-		case p.Labels[podsync.LabelHostUID] != before[p.UID] || p.Labels[labelHost] != hostID:
+		case p.Labels[podmeta.LabelHostUID] != before[p.UID] || p.Labels[labelHost] != hostID:
 			t.Errorf("member pod %s relabelled at %s: %s=%s %s=%s", p.Name, e.at.Format(time.StampMilli),
-				podsync.LabelHostUID, p.Labels[podsync.LabelHostUID], labelHost, p.Labels[labelHost])
+				podmeta.LabelHostUID, p.Labels[podmeta.LabelHostUID], labelHost, p.Labels[labelHost])
 		}
 	}
 	if h := claimHolder(t, a.Cluster, "member-a"); h != hostID {

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -188,8 +188,8 @@ func TestKubeletAPI(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p.Annotations[podsync.AnnotationMemberUID] == "" {
-			return fmt.Errorf("no %s yet", podsync.AnnotationMemberUID)
+		if p.Annotations[podmeta.AnnotationMemberUID] == "" {
+			return fmt.Errorf("no %s yet", podmeta.AnnotationMemberUID)
 		}
 		return nil
 	})

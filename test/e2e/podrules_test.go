@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -110,13 +110,13 @@ func TestPodRules(t *testing.T) {
 	t.Run("a member ServiceAccount the registration does not allow", func(t *testing.T) {
 		w := leafWorkload("sa", 1, leaf)
 		d := w.Deployment()
-		d.Spec.Template.Annotations = map[string]string{podsync.AnnotationMemberServiceAccount: "deployer"}
+		d.Spec.Template.Annotations = map[string]string{podmeta.AnnotationMemberServiceAccount: "deployer"}
 		if _, err := hc.AppsV1().Deployments(appsNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "a NotSyncedServiceAccount Event", func() error {
 			for name, note := range hostEvents(t, f, "NotSyncedServiceAccount") {
-				if strings.HasPrefix(name, "sa-") && strings.Contains(note, podsync.AnnotationMemberServiceAccounts) {
+				if strings.HasPrefix(name, "sa-") && strings.Contains(note, podmeta.AnnotationMemberServiceAccounts) {
 					return nil
 				}
 			}
@@ -159,7 +159,7 @@ func TestPodRules(t *testing.T) {
 		t.Logf("member pods of the evicted host pods deleted %s after the maintenance taint", time.Since(taintedAt).Round(time.Millisecond))
 		for _, p := range pods {
 			got, err := hc.CoreV1().Pods(appsNS).Get(ctx, p.Name, metav1.GetOptions{})
-			if err == nil && got.UID == p.UID && podsync.CauseOf(got) != podsync.CauseTaintManager {
+			if err == nil && got.UID == p.UID && podmeta.CauseOf(got) != podmeta.CauseTaintManager {
 				t.Errorf("host pod %s not evicted by the taint manager: %v", p.Name, got.Status.Conditions)
 			}
 		}
@@ -214,7 +214,7 @@ func TestStaleEvictionOfAJobPod(t *testing.T) {
 				return err
 			}
 			for _, p := range pods.Items {
-				if p.Annotations[podsync.AnnotationMemberUID] == string(old[app].UID) && p.DeletionTimestamp == nil {
+				if p.Annotations[podmeta.AnnotationMemberUID] == string(old[app].UID) && p.DeletionTimestamp == nil {
 					return fmt.Errorf("%s's host pod not evicted yet", app)
 				}
 			}

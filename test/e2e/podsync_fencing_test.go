@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -68,7 +68,7 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.host.ResumeControllers() })
 	old.Status.Conditions = append(old.Status.Conditions, corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: podsync.CauseTaintManager,
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: podmeta.CauseTaintManager,
 		Message: "e2e: marked as the taint manager marks the pods it evicts", LastTransitionTime: metav1.Now(),
 	})
 	if _, err := hc.CoreV1().Pods(appsNS).UpdateStatus(ctx, &old, metav1.UpdateOptions{}); err != nil {
@@ -119,9 +119,9 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if mp.UID != memberPod.UID || mp.Labels[podsync.LabelHostUID] != string(replacement.UID) {
+		if mp.UID != memberPod.UID || mp.Labels[podmeta.LabelHostUID] != string(replacement.UID) {
 			return fmt.Errorf("member pod uid %s host-uid %s; want uid %s host-uid %s",
-				mp.UID, mp.Labels[podsync.LabelHostUID], memberPod.UID, replacement.UID)
+				mp.UID, mp.Labels[podmeta.LabelHostUID], memberPod.UID, replacement.UID)
 		}
 		return nil
 	})
@@ -148,9 +148,9 @@ func TestDeposedLeaderCannotDeleteAnAdoptedPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("member pod db-0: %v", err)
 	}
-	if mp.UID != memberPod.UID || mp.Labels[podsync.LabelHostUID] != string(replacement.UID) {
+	if mp.UID != memberPod.UID || mp.Labels[podmeta.LabelHostUID] != string(replacement.UID) {
 		t.Errorf("member pod db-0 is uid %s for host %s; want the adopted uid %s for host %s",
-			mp.UID, mp.Labels[podsync.LabelHostUID], memberPod.UID, replacement.UID)
+			mp.UID, mp.Labels[podmeta.LabelHostUID], memberPod.UID, replacement.UID)
 	}
 	waitHostPodsReady(t, f, "app=db", 1, 10*time.Second, leaf)
 

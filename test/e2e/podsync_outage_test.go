@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -61,7 +61,7 @@ func runOutage(t *testing.T, annotations map[string]string) *outage {
 		"every host pod evicted by the taint manager, the StatefulSet's reaped and recreated", func() error {
 			evicted := map[types.UID]time.Time{}
 			for _, e := range hostRec.events(t) {
-				if c := podCondition(e.pod, corev1.DisruptionTarget); c != nil && c.Reason == podsync.CauseTaintManager && e.pod.DeletionTimestamp != nil {
+				if c := podCondition(e.pod, corev1.DisruptionTarget); c != nil && c.Reason == podmeta.CauseTaintManager && e.pod.DeletionTimestamp != nil {
 					if _, ok := evicted[e.pod.UID]; !ok {
 						evicted[e.pod.UID] = e.at
 					}
@@ -196,7 +196,7 @@ func TestPodSyncOutageGuard(t *testing.T) {
 		if restarts(&p) != restarts(&b) {
 			t.Errorf("StatefulSet member pod %s: %d restarts, before %d", p.Name, restarts(&p), restarts(&b))
 		}
-		if hp := host[p.Name]; p.Labels[podsync.LabelHostUID] != string(hp.UID) || hp.UID == findPod(o.hostBefore, p.Name).UID {
+		if hp := host[p.Name]; p.Labels[podmeta.LabelHostUID] != string(hp.UID) || hp.UID == findPod(o.hostBefore, p.Name).UID {
 			t.Errorf("StatefulSet member pod %s not adopted by the recreated host pod (labels %v, host uid %s)", p.Name, p.Labels, hp.UID)
 		}
 	}
@@ -230,7 +230,7 @@ func TestPodSyncOutageGuard(t *testing.T) {
 // are Ready, and StatefulSet pods restart: what the guard prevents.
 func TestPodSyncOutageForward(t *testing.T) {
 	o := runOutage(t, map[string]string{
-		podsync.AnnotationStaleEvictionPolicy: string(podsync.Forward),
+		podmeta.AnnotationStaleEvictionPolicy: string(podmeta.Forward),
 		"leafsync.io/cordon-after":            "1s",
 		"leafsync.io/not-ready-after":         harness.DefaultTestTimings.NodeMonitorGracePeriod.String(),
 		"leafsync.io/ready-after":             "1s",

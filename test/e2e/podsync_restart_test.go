@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
 	"github.com/leafsync/leafsync/test/harness"
 )
@@ -79,8 +79,8 @@ func TestPodSyncOwedDeleteSurvivesRestart(t *testing.T) {
 	if mp0.UID == memberBefore["db-0"].UID {
 		t.Errorf("member pod db-0 was adopted (uid %s): the owed user delete was lost across the restart", mp0.UID)
 	}
-	if mp0.Labels[podsync.LabelHostUID] != string(findPod(after, "db-0").UID) {
-		t.Errorf("member pod db-0 is for host uid %s, host pod is %s", mp0.Labels[podsync.LabelHostUID], findPod(after, "db-0").UID)
+	if mp0.Labels[podmeta.LabelHostUID] != string(findPod(after, "db-0").UID) {
+		t.Errorf("member pod db-0 is for host uid %s, host pod is %s", mp0.Labels[podmeta.LabelHostUID], findPod(after, "db-0").UID)
 	}
 	mp1, err := member.Client().CoreV1().Pods(appsNS).Get(ctx, "db-1", metav1.GetOptions{})
 	if err != nil {
@@ -163,7 +163,7 @@ func TestPodSyncOwedDeleteSurvivesDeletedRecord(t *testing.T) {
 	if mp.UID == memberBefore.UID {
 		t.Errorf("member pod db-0 was adopted (uid %s): the owed user delete was lost with the record", mp.UID)
 	}
-	if mp.Labels[podsync.LabelHostUID] != string(findPod(after, "db-0").UID) {
-		t.Errorf("member pod db-0 is for host uid %s, host pod is %s", mp.Labels[podsync.LabelHostUID], findPod(after, "db-0").UID)
+	if mp.Labels[podmeta.LabelHostUID] != string(findPod(after, "db-0").UID) {
+		t.Errorf("member pod db-0 is for host uid %s, host pod is %s", mp.Labels[podmeta.LabelHostUID], findPod(after, "db-0").UID)
 	}
 }

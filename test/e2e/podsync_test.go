@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -33,7 +33,7 @@ const (
 	reapAfter          = 10 * time.Second
 	maxDeferral        = 30 * time.Second
 	podSyncResync      = 5 * time.Second
-	managedPodSelector = podsync.LabelManaged + "=true"
+	managedPodSelector = podmeta.LabelManaged + "=true"
 )
 
 // newPodSyncFleet is a host and members (2 kwok nodes each, with their own
@@ -154,7 +154,7 @@ func oneToOne(hostPods, memberPods []corev1.Pod, leaf string) error {
 	}
 	got := map[string]string{}
 	for _, p := range memberPods {
-		got[p.Name] = p.Labels[podsync.LabelHostUID]
+		got[p.Name] = p.Labels[podmeta.LabelHostUID]
 	}
 	var problems []string
 	for name, uid := range want {
@@ -353,13 +353,13 @@ func TestPodSync(t *testing.T) {
 			if err != nil {
 				t.Fatalf("member pod of %s: %v", hp.Name, err)
 			}
-			if mp.Labels[podsync.LabelCluster] != "member-a" || mp.Labels[podsync.LabelHostUID] != string(hp.UID) || mp.Labels["app"] != hp.Labels["app"] {
+			if mp.Labels[podmeta.LabelCluster] != "member-a" || mp.Labels[podmeta.LabelHostUID] != string(hp.UID) || mp.Labels["app"] != hp.Labels["app"] {
 				t.Errorf("member pod %s labels %v do not tie it to host pod %s", mp.Name, mp.Labels, hp.UID)
 			}
-			if hp.Annotations[podsync.AnnotationMemberUID] != string(mp.UID) {
-				t.Errorf("host pod %s records member uid %q, member pod is %s", hp.Name, hp.Annotations[podsync.AnnotationMemberUID], mp.UID)
+			if hp.Annotations[podmeta.AnnotationMemberUID] != string(mp.UID) {
+				t.Errorf("host pod %s records member uid %q, member pod is %s", hp.Name, hp.Annotations[podmeta.AnnotationMemberUID], mp.UID)
 			}
-			if !containsString(hp.Finalizers, podsync.FinalizerMemberPod) {
+			if !containsString(hp.Finalizers, podmeta.FinalizerMemberPod) {
 				t.Errorf("host pod %s lacks the finalizer: %v", hp.Name, hp.Finalizers)
 			}
 			if mp.Status.Phase != corev1.PodRunning || !strings.HasPrefix(mp.Spec.NodeName, "member-a-node-") {
@@ -382,15 +382,15 @@ func TestPodSync(t *testing.T) {
 			}
 		}
 		ns, err := mc.CoreV1().Namespaces().Get(ctx, appsNS, metav1.GetOptions{})
-		if err != nil || ns.Labels[podsync.LabelManaged] != "true" {
+		if err != nil || ns.Labels[podmeta.LabelManaged] != "true" {
 			t.Errorf("member namespace: %v %v", err, ns.Labels)
 		}
 		cm, err := mc.CoreV1().ConfigMaps(appsNS).Get(ctx, "web-config", metav1.GetOptions{})
-		if err != nil || cm.Data["app.conf"] != "v1" || cm.Labels[podsync.LabelManaged] != "true" {
+		if err != nil || cm.Data["app.conf"] != "v1" || cm.Labels[podmeta.LabelManaged] != "true" {
 			t.Errorf("member ConfigMap: %v %+v", err, cm)
 		}
 		s, err := mc.CoreV1().Secrets(appsNS).Get(ctx, "web-secret", metav1.GetOptions{})
-		if err != nil || string(s.Data["password"]) != "s3cret" || s.Labels[podsync.LabelHostUID] == "" {
+		if err != nil || string(s.Data["password"]) != "s3cret" || s.Labels[podmeta.LabelHostUID] == "" {
 			t.Errorf("member Secret: %v %+v", err, s)
 		}
 		waitOneToOne(t, f, "member-a", leaf, 10*time.Second)
@@ -437,7 +437,7 @@ func TestPodSync(t *testing.T) {
 			if p.UID != victim.UID {
 				return fmt.Errorf("replaced by uid %s", p.UID)
 			}
-			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "MemberPodDeleted" || containsString(p.Finalizers, podsync.FinalizerMemberPod) {
+			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "MemberPodDeleted" || containsString(p.Finalizers, podmeta.FinalizerMemberPod) {
 				return fmt.Errorf("phase %s reason %q finalizers %v", p.Status.Phase, p.Status.Reason, p.Finalizers)
 			}
 			return nil
@@ -604,7 +604,7 @@ func TestPodSync(t *testing.T) {
 	t.Run("deregistration releases the host pods", func(t *testing.T) {
 		f.createWorkloads(t, []harness.LeafWorkload{leafWorkload("late", 1, leaf)}, nil)
 		p := waitHostPodsReady(t, f, "app=late", 1, 60*time.Second, leaf)[0]
-		if !containsString(p.Finalizers, podsync.FinalizerMemberPod) {
+		if !containsString(p.Finalizers, podmeta.FinalizerMemberPod) {
 			t.Fatalf("host pod %s lacks the finalizer", p.Name)
 		}
 		if err := hc.CoreV1().Secrets(leafsyncNamespace).Delete(ctx, "member-member-a", metav1.DeleteOptions{}); err != nil {
@@ -618,7 +618,7 @@ func TestPodSync(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if containsString(got.Finalizers, podsync.FinalizerMemberPod) {
+			if containsString(got.Finalizers, podmeta.FinalizerMemberPod) {
 				return fmt.Errorf("finalizers %v", got.Finalizers)
 			}
 			return nil

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -52,7 +52,7 @@ func TestStatefulSetOnce(t *testing.T) {
 	harness.Eventually(t, harness.DefaultTestTimings.NodeMonitorGracePeriod+tolerationSeconds*time.Second+30*time.Second,
 		"the taint manager evicts db-0", func() error {
 			for _, p := range listPods(t, f.host, "app=db") {
-				if c := podCondition(&p, corev1.DisruptionTarget); p.UID == old.UID && p.DeletionTimestamp != nil && c != nil && c.Reason == podsync.CauseTaintManager {
+				if c := podCondition(&p, corev1.DisruptionTarget); p.UID == old.UID && p.DeletionTimestamp != nil && c != nil && c.Reason == podmeta.CauseTaintManager {
 					return nil
 				}
 			}

@@ -25,7 +25,7 @@ import (
 	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/internal/syncer/clusters"
 	"github.com/leafsync/leafsync/internal/syncer/member"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
 )
 
@@ -56,7 +56,7 @@ func TestHandlerRefuses(t *testing.T) {
 	pod := func(name, node string, synced bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}, Spec: corev1.PodSpec{NodeName: node}}
 		if synced {
-			p.Annotations = map[string]string{podsync.AnnotationMemberUID: "m-1"}
+			p.Annotations = map[string]string{podmeta.AnnotationMemberUID: "m-1"}
 		}
 		return p
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/clusters"
 	"github.com/leafsync/leafsync/internal/syncer/member"
 	"github.com/leafsync/leafsync/internal/syncer/metrics"
-	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // ServeHTTP authenticates, authorises, finds the member pod and proxies.
@@ -121,7 +121,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pod %s/%s has UID %s, not %s", t.Namespace, t.Pod, pod.UID, t.UID), http.StatusNotFound)
 		return
 	}
-	if pod.Annotations[podsync.AnnotationMemberUID] == "" {
+	if pod.Annotations[podmeta.AnnotationMemberUID] == "" {
 		http.Error(w, fmt.Sprintf("pod %s/%s is not synced to member %s (yet)", t.Namespace, t.Pod, cluster), http.StatusNotFound)
 		return
 	}
@@ -135,7 +135,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mp, err := m.Runtime.PodLister().Pods(t.Namespace).Get(t.Pod)
-	if err != nil || mp.Labels[podsync.LabelHostUID] != string(pod.UID) {
+	if err != nil || mp.Labels[podmeta.LabelHostUID] != string(pod.UID) {
 		http.Error(w, fmt.Sprintf("pod %s/%s has no member pod of leafsync in %s", t.Namespace, t.Pod, cluster), http.StatusNotFound)
 		return
 	}

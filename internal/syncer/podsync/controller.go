@@ -28,8 +28,11 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/hostclock"
 	"github.com/leafsync/leafsync/internal/syncer/member"
 	"github.com/leafsync/leafsync/internal/syncer/metrics"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/decide"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/nswatch"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/translate"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
 
@@ -48,7 +51,7 @@ type Options struct {
 	Keeper *store.Keeper
 	// Policy is the fleet's stale-eviction policy (per-member annotation
 	// AnnotationStaleEvictionPolicy overrides it).
-	Policy Policy
+	Policy podmeta.Policy
 	// MaxDeferral bounds DeferUntilReplaced.
 	MaxDeferral time.Duration
 	// ReapAfter: a host pod Terminating this long on a leaf whose member is
@@ -111,7 +114,7 @@ func New(o Options) *Controller {
 		o.Workers = 1
 	}
 	if o.Policy == "" {
-		o.Policy = DeferUntilReplaced
+		o.Policy = podmeta.DeferUntilReplaced
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
@@ -203,10 +206,10 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 	var errs []error
 	for i := range list.Items {
 		p := &list.Items[i]
-		if !hasFinalizer(p) && p.Annotations[AnnotationMemberUID] == "" {
+		if !podmeta.HasFinalizer(p) && p.Annotations[podmeta.AnnotationMemberUID] == "" {
 			continue // never synced by leafsync (a foreign Node's pod, a DaemonSet's)
 		}
-		if hasFinalizer(p) {
+		if podmeta.HasFinalizer(p) {
 			if _, err := c.removeFinalizer(ctx, p); err != nil {
 				errs = append(errs, err)
 				continue
@@ -324,7 +327,7 @@ func (ms *memberSync) onMemberPod(obj any) {
 		o = t.Obj
 	}
 	p, ok := o.(*corev1.Pod)
-	if !ok || !ours(p, ms.cluster, ms.hostIdentity()) {
+	if !ok || !podmeta.Ours(p, ms.cluster, ms.hostIdentity()) {
 		return
 	}
 	ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
@@ -404,9 +407,9 @@ func (ms *memberSync) enqueueAll() {
 		}
 	}
 	if m.Runtime.HasSynced() {
-		pods, _ := m.Runtime.PodLister().List(labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: ms.cluster}))
+		pods, _ := m.Runtime.PodLister().List(labels.SelectorFromSet(labels.Set{podmeta.LabelManaged: "true", podmeta.LabelCluster: ms.cluster}))
 		for _, p := range pods {
-			if ours(p, ms.cluster, ms.hostIdentity()) {
+			if podmeta.Ours(p, ms.cluster, ms.hostIdentity()) {
 				ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
 			}
 		}
@@ -419,8 +422,8 @@ func (ms *memberSync) enqueueAll() {
 // admissionFor is what the member's owner agreed to run (validated when
 // the registration was accepted), with the fleet's Pod Security level when
 // the registration sets none.
-func (c *Controller) admissionFor(m clusters.Member) Admission {
-	a, _ := ParseAdmission(m.Spec.Annotations)
+func (c *Controller) admissionFor(m clusters.Member) podmeta.Admission {
+	a, _ := podmeta.ParseAdmission(m.Spec.Annotations)
 	if a.PodSecurity == "" {
 		a.PodSecurity = psapi.Level(c.opts.PodSecurity)
 	}
@@ -428,9 +431,9 @@ func (c *Controller) admissionFor(m clusters.Member) Admission {
 }
 
 // policyFor is the member's stale-eviction policy.
-func (c *Controller) policyFor(m clusters.Member) Policy {
-	if v, ok := m.Spec.Annotations[AnnotationStaleEvictionPolicy]; ok {
-		if p, err := ParsePolicy(v); err == nil {
+func (c *Controller) policyFor(m clusters.Member) podmeta.Policy {
+	if v, ok := m.Spec.Annotations[podmeta.AnnotationStaleEvictionPolicy]; ok {
+		if p, err := podmeta.ParsePolicy(v); err == nil {
 			return p
 		}
 	}
@@ -490,7 +493,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 		}
 	}
 	records := c.ledger.pendingDeletesOf(k.Cluster, k.Namespace, k.Name)
-	in := input{
+	in := decide.Input{
 		Now: c.opts.Clock.Now(), HostNow: c.opts.HostClock.Now(), Cluster: k.Cluster, State: st, Policy: c.policyFor(m),
 		MaxDeferral: c.opts.MaxDeferral, ReapAfter: c.opts.ReapAfter,
 		Host: hp, Member: mp, Records: records, HostIdentity: c.opts.Registry.HostIdentity(),
@@ -498,14 +501,14 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 		Admission:  c.admissionFor(m),
 	}
 	if hp != nil {
-		in.DesiredHash = hostSpecHash(hp)
+		in.DesiredHash = translate.HostSpecHash(hp)
 	}
 	in.OtherCopies = c.otherCopies(ctx, k.Cluster, hp, mp, st.State)
 	if pods, ok := c.namespacePods(st.State, k.Namespace, hp, mp, records); ok {
 		in.Replacements = c.replacements(pods)
 		in.IdentityMoved = identityMoved(leaf, records, pods)
 	}
-	plan := decide(in)
+	plan := decide.Decide(in)
 	x := &execution{c: c, ms: ms, m: m, leaf: leaf, key: k, hp: hp, mp: mp}
 	return x.run(ctx, plan)
 }
@@ -528,7 +531,7 @@ func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer
 // member pod). false: not needed, or the namespace's informer has not
 // synced yet (the deferral looks again at its next poll).
 func (c *Controller) namespacePods(st hysteresis.State, namespace string, hp, mp *corev1.Pod, records []deletes.PendingDelete) ([]*corev1.Pod, bool) {
-	evicted := hp != nil && hp.DeletionTimestamp != nil && isEvictionCause(CauseOf(hp))
+	evicted := hp != nil && hp.DeletionTimestamp != nil && podmeta.IsEvictionCause(podmeta.CauseOf(hp))
 	orphan := hp == nil && mp != nil
 	if st != hysteresis.Ready || (len(records) == 0 && !evicted && !orphan) {
 		return nil, false
@@ -537,10 +540,10 @@ func (c *Controller) namespacePods(st hysteresis.State, namespace string, hp, mp
 }
 
 // replacements is decide's view of a namespace's possible replacements.
-func (c *Controller) replacements(pods []*corev1.Pod) *replacements {
+func (c *Controller) replacements(pods []*corev1.Pod) *decide.Replacements {
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	rs := &replacements{Pods: pods, Assigned: c.assignedReplacements(), Pending: map[string]bool{}}
+	rs := &decide.Replacements{Pods: pods, Assigned: c.assignedReplacements(), Pending: map[string]bool{}}
 	for _, m := range c.opts.Registry.Members() {
 		for _, d := range c.ledger.pendingDeletes(m.Cluster()) {
 			rs.Pending[d.HostUID] = true
@@ -579,6 +582,15 @@ func (c *Controller) assignedReplacements() map[string]string {
 // notOwnedRetry: how soon pods bound to a Node that is not (yet) the
 // member's leaf are looked at again.
 const notOwnedRetry = 5 * time.Second
+
+// Look-again periods of execution, as decide's for the same waits.
+const (
+	// memberChangedRetry: the member pod changed since the decision.
+	memberChangedRetry = time.Second
+	// namespaceConflictRetry: a member namespace of that name is not
+	// leafsync's.
+	namespaceConflictRetry = 30 * time.Second
+)
 
 // member write retries: short, so that a worker is not held while a
 // member is unreachable (the queue retries with backoff).

@@ -13,6 +13,8 @@ import (
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/member"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/translate"
 	"github.com/leafsync/leafsync/internal/syncer/reflector"
 )
 
@@ -23,10 +25,10 @@ func managedLabels(cluster, host string, hostUID types.UID, from map[string]stri
 	for k, v := range from {
 		l[k] = v
 	}
-	l[LabelManaged] = "true"
-	l[LabelCluster] = cluster
-	l[LabelHost] = host
-	l[LabelHostUID] = string(hostUID)
+	l[podmeta.LabelManaged] = "true"
+	l[podmeta.LabelCluster] = cluster
+	l[podmeta.LabelHost] = host
+	l[podmeta.LabelHostUID] = string(hostUID)
 	return l
 }
 
@@ -34,14 +36,14 @@ func managedLabels(cluster, host string, hostUID types.UID, from map[string]stri
 // objects leafsync made there for this host.
 type memberOwner struct{ cluster, host string }
 
-func (o memberOwner) Owns(l map[string]string) bool { return ownedBy(l, o.cluster, o.host) }
+func (o memberOwner) Owns(l map[string]string) bool { return podmeta.OwnedBy(l, o.cluster, o.host) }
 
 func (o memberOwner) Labels(hostUID types.UID, from map[string]string) map[string]string {
 	return managedLabels(o.cluster, o.host, hostUID, from)
 }
 
 func (o memberOwner) Selector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelCluster: o.cluster})
+	return labels.SelectorFromSet(labels.Set{podmeta.LabelManaged: "true", podmeta.LabelCluster: o.cluster})
 }
 
 // reflector keeps the member's copies of the host ConfigMaps and Secrets
@@ -56,7 +58,7 @@ func (ms *memberSync) reflector(rt *member.Runtime) *reflector.Reflector {
 
 // ownNamespace: leafsync created it for this member.
 func (ms *memberSync) ownNamespace(n *corev1.Namespace) bool {
-	return ownedBy(n.Labels, ms.cluster, ms.hostIdentity())
+	return podmeta.OwnedBy(n.Labels, ms.cluster, ms.hostIdentity())
 }
 
 // hostIdentity is this host's identity (LabelHost).
@@ -66,9 +68,9 @@ func (ms *memberSync) hostIdentity() string { return ms.c.opts.Registry.HostIden
 // leafsync created for this member (its Pod Security label kept at the
 // registration's level), or one the registration lists; a missing one is
 // created. Any other namespace of the member is refused.
-func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, ns string, a Admission) error {
+func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, ns string, a podmeta.Admission) error {
 	nsc := rt.Client().CoreV1().Namespaces()
-	level := string(a.level())
+	level := string(a.Level())
 	n, err := nsc.Get(ctx, ns, metav1.GetOptions{})
 	switch {
 	case err == nil && ms.ownNamespace(n):
@@ -78,17 +80,17 @@ func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, n
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, psapi.EnforceLevelLabel, level)
 		_, err = nsc.Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
-	case err == nil && a.lists(ns):
+	case err == nil && a.Lists(ns):
 		return nil
 	case err == nil:
-		return reflector.Refusal{Reason: "NotSyncedNamespace", After: conflictRetry, Message: fmt.Sprintf(
+		return reflector.Refusal{Reason: "NotSyncedNamespace", After: namespaceConflictRetry, Message: fmt.Sprintf(
 			"member cluster %s already has namespace %s, which leafsync did not create: host pods run only in member namespaces leafsync creates, or that the registration lists; the member's owner can add %s to the Secret's annotation %s",
-			ms.cluster, ns, ns, AnnotationMemberNamespaces)}
+			ms.cluster, ns, ns, podmeta.AnnotationMemberNamespaces)}
 	case !apierrors.IsNotFound(err):
 		return err
 	}
 	n = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		LabelManaged: "true", LabelCluster: ms.cluster, LabelHost: ms.hostIdentity(), psapi.EnforceLevelLabel: level,
+		podmeta.LabelManaged: "true", podmeta.LabelCluster: ms.cluster, podmeta.LabelHost: ms.hostIdentity(), psapi.EnforceLevelLabel: level,
 	}}}
 	err = member.Retry(ctx, memberRetry, func(ctx context.Context) error {
 		_, err := nsc.Create(ctx, n, metav1.CreateOptions{})
@@ -105,7 +107,7 @@ func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, n
 func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 	_, leaf, host := ms.snapshot()
 	uses := func(spec *corev1.PodSpec) bool {
-		for _, r := range references(spec) {
+		for _, r := range translate.References(spec) {
 			if r.Kind == k.Kind && r.Name == k.Name && !r.Optional {
 				return true
 			}
@@ -114,15 +116,15 @@ func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 	}
 	for _, obj := range host.GetStore().List() {
 		hp, ok := obj.(*corev1.Pod)
-		if ok && hp.Namespace == k.Namespace && hp.Spec.NodeName == leaf && !isTerminal(hp) {
-			if spec := memberSpec(hp); uses(&spec) {
+		if ok && hp.Namespace == k.Namespace && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
+			if spec := translate.MemberSpec(hp); uses(&spec) {
 				return true
 			}
 		}
 	}
 	pods, _ := rt.PodLister().Pods(k.Namespace).List(memberOwner{ms.cluster, ms.hostIdentity()}.Selector())
 	for _, p := range pods {
-		if ours(p, ms.cluster, ms.hostIdentity()) && uses(&p.Spec) {
+		if podmeta.Ours(p, ms.cluster, ms.hostIdentity()) && uses(&p.Spec) {
 			return true
 		}
 	}
@@ -145,7 +147,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 
 	uses := map[reflector.Key]reflector.Use{}
 	use := func(namespace string, spec *corev1.PodSpec, live bool) {
-		for _, r := range references(spec) {
+		for _, r := range translate.References(spec) {
 			k := reflector.Key{Kind: r.Kind, Namespace: namespace, Name: r.Name}
 			u := uses[k]
 			u.Live = u.Live || live
@@ -154,8 +156,8 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 		}
 	}
 	for _, obj := range host.GetStore().List() {
-		if hp, ok := obj.(*corev1.Pod); ok && hp.Spec.NodeName == leaf && !isTerminal(hp) {
-			spec := memberSpec(hp)
+		if hp, ok := obj.(*corev1.Pod); ok && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
+			spec := translate.MemberSpec(hp)
 			use(hp.Namespace, &spec, hp.DeletionTimestamp == nil)
 		}
 	}
@@ -164,7 +166,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 		return err
 	}
 	for _, p := range pods {
-		if ours(p, ms.cluster, ms.hostIdentity()) {
+		if podmeta.Ours(p, ms.cluster, ms.hostIdentity()) {
 			use(p.Namespace, &p.Spec, false)
 		}
 	}

@@ -26,17 +26,20 @@
 // over. A pod with a stable identity (a StatefulSet's, or one with a
 // hostname or subdomain) never has two copies in members that are not
 // confirmed down: a new one waits until the old copy is gone, and the old
-// one goes as soon as the new one is bound elsewhere (identity.go).
+// one goes as soon as the new one is bound elsewhere (decide/identity.go).
 //
-// The decisions are a pure function (decide) of the host pod, the member
-// pod, the member's hysteresis status, the pending deletes and the host
-// pods that may replace them (decide also chooses the replacement). One
-// pod name flows top-down:
+// The decisions are a pure function (podsync/decide: decide.Decide) of the
+// host pod, the member pod, the member's hysteresis status, the pending
+// deletes and the host pods that may replace them (it also chooses the
+// replacement). The names both sides share (labels, annotations, causes,
+// the stale-eviction Policy, the member owner's Admission) are in
+// podsync/podmeta; the host pod's translation into a member pod is
+// podsync/translate. One pod name flows top-down:
 //
 //	informer event -> memberSync queue (internal/runner, per member)
-//	  -> Controller.reconcile: gather the input from caches (writes nothing)
-//	  -> decide -> plan{actions, runner.Result}
-//	  -> execution.run: host and member writes in order; pending deletes
+//	  -> Controller.reconcile: gather decide.Input from caches (writes nothing)
+//	  -> decide.Decide -> decide.Plan{Actions, RequeueAfter}
+//	  -> execution.run (execute.go): host and member writes in order; pending deletes
 //	     through ledger.go (the store), copies through internal/syncer/reflector,
 //	     the host status through podsync/podstatus; metrics from each
 //	     action's typed outcome

@@ -19,8 +19,11 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/clusters"
 	"github.com/leafsync/leafsync/internal/syncer/member"
 	"github.com/leafsync/leafsync/internal/syncer/metrics"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/decide"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podstatus"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/translate"
 	"github.com/leafsync/leafsync/internal/syncer/reflector"
 )
 
@@ -52,7 +55,7 @@ func (x *execution) retryIn(d time.Duration, why string) error {
 
 // run carries out the plan's actions in order, stopping at the first that
 // fails or must wait; the result is the plan's, or the wait's.
-func (x *execution) run(ctx context.Context, plan plan) (runner.Result, error) {
+func (x *execution) run(ctx context.Context, plan decide.Plan) (runner.Result, error) {
 	for _, a := range plan.Actions {
 		err := x.do(ctx, a)
 		if errors.Is(err, errWait) {
@@ -62,50 +65,50 @@ func (x *execution) run(ctx context.Context, plan plan) (runner.Result, error) {
 			x.memberWriteFailed(ctx, a, err)
 			return runner.Result{}, fmt.Errorf("%s: %w", a.Type, err)
 		}
-		if a.Outcome != "" && a.Cause != causeOrphan {
+		if a.Outcome != "" && a.Cause != podmeta.CauseOrphan {
 			metrics.PodDeletesVec.WithLabelValues(x.key.Cluster, causeLabel(a.Cause), string(a.Outcome)).Inc()
 		}
 	}
-	return plan.Result, nil
+	return runner.Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
 // memberWriteFailures name the Event a failed member write leaves on the
 // host pod. The member's answer (its admission refusing the pod, a quota)
 // is pod sync's business, retried with backoff; it is never readiness
 // evidence.
-var memberWriteFailures = map[actionType]string{
-	createMember: "MemberCreateFailed",
-	deleteMember: "MemberDeleteFailed",
-	adopt:        "MemberAdoptFailed",
+var memberWriteFailures = map[decide.ActionType]string{
+	decide.CreateMember: "MemberCreateFailed",
+	decide.DeleteMember: "MemberDeleteFailed",
+	decide.Adopt:        "MemberAdoptFailed",
 }
 
-func (x *execution) memberWriteFailed(ctx context.Context, a action, err error) {
+func (x *execution) memberWriteFailed(ctx context.Context, a decide.Action, err error) {
 	reason, ok := memberWriteFailures[a.Type]
 	if !ok || x.hp == nil || ctx.Err() != nil {
 		return
 	}
-	x.event(action{Type: event, Warning: true, Reason: reason,
+	x.event(decide.Action{Type: decide.Event, Warning: true, Reason: reason,
 		Message: fmt.Sprintf("member %s: %v (retrying with backoff)", x.key.Cluster, err)})
 }
 
 // causeLabel maps a DisruptionTarget reason to a bounded metric label.
 func causeLabel(cause string) string {
 	switch cause {
-	case causeNone:
+	case podmeta.CauseNone:
 		return "user"
-	case causeEvictionAPI:
+	case podmeta.CauseEvictionAPI:
 		return "eviction_api"
-	case causePreemption:
+	case podmeta.CausePreemption:
 		return "preemption"
-	case CauseTaintManager:
+	case podmeta.CauseTaintManager:
 		return "taint_manager"
-	case causePodGC:
+	case podmeta.CausePodGC:
 		return "pod_gc"
 	}
 	return "other"
 }
 
-func (x *execution) logAction(a action, kv ...any) {
+func (x *execution) logAction(a decide.Action, kv ...any) {
 	kv = append([]any{"cluster", x.key.Cluster, "pod", x.key.Namespace + "/" + x.key.Name, "action", string(a.Type)}, kv...)
 	if a.Reason != "" {
 		kv = append(kv, "reason", a.Reason)
@@ -116,7 +119,7 @@ func (x *execution) logAction(a action, kv ...any) {
 	x.c.log.Info("pod sync", kv...)
 }
 
-func (x *execution) do(ctx context.Context, a action) error {
+func (x *execution) do(ctx context.Context, a decide.Action) error {
 	c := x.c
 	if a.ConfirmGone != "" {
 		if err := x.confirmGone(ctx, a.ConfirmGone); err != nil {
@@ -130,49 +133,49 @@ func (x *execution) do(ctx context.Context, a action) error {
 	}
 	var err error
 	switch a.Type {
-	case addFinalizer:
+	case decide.AddFinalizer:
 		x.hp, err = c.addFinalizer(ctx, x.hp)
-	case removeFinalizer:
+	case decide.RemoveFinalizer:
 		x.logAction(a)
 		x.hp, err = c.removeFinalizer(ctx, x.hp)
-	case createMember:
+	case decide.CreateMember:
 		err = x.createMember(ctx)
-	case setMemberUID:
+	case decide.SetMemberUID:
 		x.hp, err = c.setMemberUID(ctx, x.hp, a.MemberUID)
-	case syncStatus:
+	case decide.SyncStatus:
 		err = x.syncStatus(ctx)
-	case failHost:
+	case decide.FailHost:
 		x.logAction(a)
 		err = x.updateHostStatus(ctx, podstatus.Failed(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
-	case finishHost:
+	case decide.FinishHost:
 		x.logAction(a)
 		err = x.finishHost(ctx, a.Persist)
-	case deleteMember:
+	case decide.DeleteMember:
 		x.logAction(a, "memberUID", string(a.MemberUID), "grace", a.Grace)
 		err = x.deleteMember(ctx, a)
-	case record:
+	case decide.Record:
 		x.logAction(a, "kind", string(a.Record.Kind), "hostUID", a.Record.HostUID, "cause", a.Record.Cause, "owner", a.Record.Owner)
 		err = x.record(a.Record)
-	case dropRecord:
+	case decide.DropRecord:
 		x.logAction(a, "hostUID", a.HostUID)
 		c.ledger.dropDelete(x.key.Cluster, x.key.Namespace, x.key.Name, a.HostUID)
-	case adopt:
+	case decide.Adopt:
 		x.logAction(a, "memberUID", string(a.MemberUID))
 		err = x.adopt(ctx, a.MemberUID)
-	case markRetained:
+	case decide.MarkRetained:
 		err = x.patchMember(ctx, a.MemberUID, map[string]any{"metadata": map[string]any{
-			"annotations": map[string]any{annotationOrphaned: c.opts.Clock.Now().UTC().Format(time.RFC3339)},
+			"annotations": map[string]any{podmeta.AnnotationOrphaned: c.opts.Clock.Now().UTC().Format(time.RFC3339)},
 		}})
-	case event:
+	case decide.Event:
 		x.event(a)
-	case markEvictionRefused:
+	case decide.MarkEvictionRefused:
 		x.hp, err = c.patchHost(ctx, x.hp, types.MergePatchType, map[string]any{"metadata": map[string]any{
-			"uid": x.hp.UID, "annotations": map[string]any{AnnotationEvictionRefused: a.Reason},
+			"uid": x.hp.UID, "annotations": map[string]any{podmeta.AnnotationEvictionRefused: a.Reason},
 		}})
 		if err == nil && !a.ForUserTaint {
 			metrics.EvictionsRefusedVec.WithLabelValues(x.key.Cluster).Inc()
 		}
-	case evictHost:
+	case decide.EvictHost:
 		x.logAction(a)
 		err = x.evictHost(ctx, a)
 	}
@@ -205,10 +208,10 @@ func (x *execution) record(r deletes.PendingDelete) error {
 // eviction, not as a later user delete; it is stamped with the host API
 // server's time, which that classification compares with the delete's
 // deletionTimestamp (leafsync's clock may be off).
-func (x *execution) evictHost(ctx context.Context, a action) error {
+func (x *execution) evictHost(ctx context.Context, a decide.Action) error {
 	st := x.hp.Status.DeepCopy()
 	podstatus.SetCondition(st, corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: podmeta.CauseTaintManager,
 		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.HostClock.Now()),
 	})
 	if err := x.updateHostStatus(ctx, *st); err != nil {
@@ -222,7 +225,7 @@ func (x *execution) evictHost(ctx context.Context, a action) error {
 	}
 	if err == nil {
 		metrics.EvictionsCompletedVec.WithLabelValues(x.key.Cluster).Inc()
-		x.event(action{Type: event, Warning: true, Reason: a.Reason, Message: a.Message})
+		x.event(decide.Action{Type: decide.Event, Warning: true, Reason: a.Reason, Message: a.Message})
 	}
 	return err
 }
@@ -243,7 +246,7 @@ func (x *execution) confirmGone(ctx context.Context, uid types.UID) error {
 // must stay.
 func (x *execution) confirmNoPodFor(ctx context.Context, hostUID string) error {
 	mp, err := x.memberPodNow(ctx)
-	if err == nil && mp != nil && ours(mp, x.key.Cluster, x.ms.hostIdentity()) && mp.Labels[LabelHostUID] == hostUID {
+	if err == nil && mp != nil && podmeta.Ours(mp, x.key.Cluster, x.ms.hostIdentity()) && mp.Labels[podmeta.LabelHostUID] == hostUID {
 		return x.retryIn(time.Second, "member pod of the record exists; the cache has not seen it")
 	}
 	return err
@@ -259,7 +262,7 @@ func (x *execution) memberPodNow(ctx context.Context) (*corev1.Pod, error) {
 	return mp, err
 }
 
-func (x *execution) event(a action) {
+func (x *execution) event(a decide.Action) {
 	rec := x.c.opts.Recorder
 	if rec == nil {
 		return
@@ -293,20 +296,20 @@ func (c *Controller) patchHost(ctx context.Context, hp *corev1.Pod, pt types.Pat
 }
 
 func (c *Controller) addFinalizer(ctx context.Context, hp *corev1.Pod) (*corev1.Pod, error) {
-	if hasFinalizer(hp) {
+	if podmeta.HasFinalizer(hp) {
 		return hp, nil
 	}
 	return c.patchHost(ctx, hp, types.StrategicMergePatchType, map[string]any{"metadata": map[string]any{
-		"uid": hp.UID, "finalizers": []string{FinalizerMemberPod},
+		"uid": hp.UID, "finalizers": []string{podmeta.FinalizerMemberPod},
 	}})
 }
 
 func (c *Controller) removeFinalizer(ctx context.Context, hp *corev1.Pod) (*corev1.Pod, error) {
-	if !hasFinalizer(hp) {
+	if !podmeta.HasFinalizer(hp) {
 		return hp, nil
 	}
 	out, err := c.patchHost(ctx, hp, types.StrategicMergePatchType, map[string]any{"metadata": map[string]any{
-		"uid": hp.UID, "$deleteFromPrimitiveList/finalizers": []string{FinalizerMemberPod},
+		"uid": hp.UID, "$deleteFromPrimitiveList/finalizers": []string{podmeta.FinalizerMemberPod},
 	}})
 	if apierrors.IsNotFound(err) {
 		return hp, nil
@@ -315,11 +318,11 @@ func (c *Controller) removeFinalizer(ctx context.Context, hp *corev1.Pod) (*core
 }
 
 func (c *Controller) setMemberUID(ctx context.Context, hp *corev1.Pod, uid types.UID) (*corev1.Pod, error) {
-	if hp.Annotations[AnnotationMemberUID] == string(uid) {
+	if hp.Annotations[podmeta.AnnotationMemberUID] == string(uid) {
 		return hp, nil
 	}
 	return c.patchHost(ctx, hp, types.MergePatchType, map[string]any{"metadata": map[string]any{
-		"uid": hp.UID, "annotations": map[string]any{AnnotationMemberUID: string(uid)},
+		"uid": hp.UID, "annotations": map[string]any{podmeta.AnnotationMemberUID: string(uid)},
 	}})
 }
 
@@ -381,12 +384,12 @@ func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) e
 // ---- member writes ----
 
 func (x *execution) createMember(ctx context.Context) error {
-	mp, _ := memberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
+	mp, _ := translate.MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
 	rt := x.m.Runtime
 	x.ms.depMu.Lock()
 	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace, x.c.admissionFor(x.m))
 	if err == nil {
-		err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, references(&mp.Spec))
+		err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, translate.References(&mp.Spec))
 	}
 	var created *corev1.Pod
 	if err == nil {
@@ -401,7 +404,7 @@ func (x *execution) createMember(ctx context.Context) error {
 	switch {
 	case errors.As(err, &ref):
 		// Not an error retried for ever: the pod waits, saying why.
-		x.event(action{Type: event, Warning: true, Reason: ref.Reason, Message: ref.Message})
+		x.event(decide.Action{Type: decide.Event, Warning: true, Reason: ref.Reason, Message: ref.Message})
 		return x.retryIn(ref.After, ref.Message)
 	case apierrors.IsAlreadyExists(err):
 		return x.retryIn(200*time.Millisecond, "member namespace or pod created meanwhile (cache behind)")
@@ -412,7 +415,7 @@ func (x *execution) createMember(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
-	x.logAction(action{Type: createMember}, "memberUID", string(created.UID))
+	x.logAction(decide.Action{Type: decide.CreateMember}, "memberUID", string(created.UID))
 	x.mp = created
 	hp, err := x.c.setMemberUID(ctx, x.hp, created.UID)
 	x.hp = hp
@@ -425,7 +428,7 @@ func (x *execution) createMember(ctx context.Context) error {
 // host UID the decision was about (not adopted meanwhile for a new host
 // pod), and the delete is conditional on that read's UID and
 // resourceVersion.
-func (x *execution) deleteMember(ctx context.Context, a action) error {
+func (x *execution) deleteMember(ctx context.Context, a decide.Action) error {
 	if err := x.c.ledger.checkWriter(ctx); err != nil {
 		return fmt.Errorf("not deleting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
@@ -442,10 +445,10 @@ func (x *execution) deleteMember(ctx context.Context, a action) error {
 	if err != nil {
 		return err
 	}
-	if cur.UID != a.MemberUID || (a.HostUID != "" && cur.Labels[LabelHostUID] != a.HostUID) {
+	if cur.UID != a.MemberUID || (a.HostUID != "" && cur.Labels[podmeta.LabelHostUID] != a.HostUID) {
 		x.c.log.Info("member pod changed since the decision; not deleting it", "cluster", x.key.Cluster, "pod", x.key.Namespace+"/"+x.key.Name,
-			"memberUID", string(cur.UID), "wantUID", string(a.MemberUID), "hostUID", cur.Labels[LabelHostUID], "wantHostUID", a.HostUID)
-		return x.retryIn(waitShort, "member pod changed since the decision")
+			"memberUID", string(cur.UID), "wantUID", string(a.MemberUID), "hostUID", cur.Labels[podmeta.LabelHostUID], "wantHostUID", a.HostUID)
+		return x.retryIn(memberChangedRetry, "member pod changed since the decision")
 	}
 	uid, rv := cur.UID, cur.ResourceVersion
 	err = pods.Delete(ctx, x.key.Name, metav1.DeleteOptions{
@@ -483,7 +486,7 @@ func (x *execution) adopt(ctx context.Context, uid types.UID) error {
 	if err := x.c.ledger.checkWriter(ctx); err != nil {
 		return fmt.Errorf("not adopting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
-	want, _ := memberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
+	want, _ := translate.MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())
 	lbls := map[string]any{}
 	for k := range x.mp.Labels {
 		if _, ok := want.Labels[k]; !ok {

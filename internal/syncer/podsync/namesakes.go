@@ -10,10 +10,12 @@ import (
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/clusters"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/decide"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
-// Cross-member lookups for pods with a stable identity (identity.go).
+// Cross-member lookups for pods with a stable identity (decide/identity.go).
 
 // otherReadTimeout bounds one live read of another member, so that a slow
 // member delays a held creation by at most this much per look.
@@ -31,13 +33,13 @@ const otherReadTimeout = 2 * time.Second
 // member whose cache has not synced is read live for orphans, but one that
 // cannot be read holds nothing up, so that a member with broken credentials
 // does not stop every other member's StatefulSets.
-func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *corev1.Pod, st hysteresis.State) []otherCopy {
-	if hp == nil || mp != nil || hp.DeletionTimestamp != nil || isTerminal(hp) || !st.LeafReady() ||
-		hp.Annotations[AnnotationMemberUID] != "" || !stableIdentity(ownerOf(hp), &hp.Spec) {
+func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *corev1.Pod, st hysteresis.State) []decide.OtherCopy {
+	if hp == nil || mp != nil || hp.DeletionTimestamp != nil || podmeta.IsTerminal(hp) || !st.LeafReady() ||
+		hp.Annotations[podmeta.AnnotationMemberUID] != "" || !decide.StableIdentity(podmeta.OwnerOf(hp), &hp.Spec) {
 		return nil
 	}
 	host := c.opts.Registry.HostIdentity()
-	var out []otherCopy
+	var out []decide.OtherCopy
 	for _, m := range c.opts.Registry.Members() {
 		other := m.Cluster()
 		if other == cluster || m.Runtime == nil {
@@ -46,11 +48,11 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 		if s := m.Readiness.Status; s.State == hysteresis.NotReady || s.State == hysteresis.Recovering {
 			continue // confirmed down: fail-over does not wait for it
 		}
-		copyOf := func(p *corev1.Pod) (otherCopy, bool) {
-			if p == nil || !ours(p, other, host) || p.Labels[LabelHostUID] == string(hp.UID) || isTerminal(p) {
-				return otherCopy{}, false
+		copyOf := func(p *corev1.Pod) (decide.OtherCopy, bool) {
+			if p == nil || !podmeta.Ours(p, other, host) || p.Labels[podmeta.LabelHostUID] == string(hp.UID) || podmeta.IsTerminal(p) {
+				return decide.OtherCopy{}, false
 			}
-			return otherCopy{Cluster: other, HostUID: p.Labels[LabelHostUID]}, true
+			return decide.OtherCopy{Cluster: other, HostUID: p.Labels[podmeta.LabelHostUID]}, true
 		}
 		recorded := c.recordsName(other, hp.Namespace, hp.Name)
 		synced := m.Runtime.HasSynced()
@@ -68,7 +70,7 @@ func (c *Controller) otherCopies(ctx context.Context, cluster string, hp, mp *co
 		p, err := readPod(ctx, m, hp.Namespace, hp.Name)
 		switch o, ok := copyOf(p); {
 		case err != nil && recorded:
-			out = append(out, otherCopy{Cluster: other, Err: err.Error()})
+			out = append(out, decide.OtherCopy{Cluster: other, Err: err.Error()})
 		case err == nil && ok:
 			out = append(out, o)
 		}
@@ -97,7 +99,7 @@ func readPod(ctx context.Context, m clusters.Member, namespace, name string) (*c
 func identityMoved(leaf string, records []deletes.PendingDelete, pods []*corev1.Pod) map[string]string {
 	var out map[string]string
 	for _, r := range records {
-		if node := movedTo(r, leaf, pods); node != "" {
+		if node := decide.MovedTo(r, leaf, pods); node != "" {
 			if out == nil {
 				out = map[string]string{}
 			}

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"testing"
@@ -9,13 +9,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // markedByTaintManager gives a pod the condition the taint manager sets
 // just before its DELETE.
 func markedByTaintManager(p *corev1.Pod, at time.Time) *corev1.Pod {
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: CauseTaintManager,
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: podmeta.CauseTaintManager,
 		LastTransitionTime: metav1.NewTime(at),
 	})
 	return p
@@ -37,23 +38,23 @@ func TestRefusedEvictionIsReportedOnce(t *testing.T) {
 	mp := memberOf(hp, "m1")
 	// Just marked: the DELETE may still be on its way.
 	markedByTaintManager(hp, t0.Add(-time.Second))
-	p := decide(newInput(hysteresis.Ready, hp, mp))
-	if p.Has(markEvictionRefused) || p.Result.RequeueAfter == 0 || p.Result.RequeueAfter > refusedAfter {
-		t.Fatalf("fresh condition: plan %v requeue %s; want a look again within %s", types_(p), p.Result.RequeueAfter, refusedAfter)
+	p := Decide(newInput(hysteresis.Ready, hp, mp))
+	if p.Has(MarkEvictionRefused) || p.RequeueAfter == 0 || p.RequeueAfter > refusedAfter {
+		t.Fatalf("fresh condition: plan %v requeue %s; want a look again within %s", types_(p), p.RequeueAfter, refusedAfter)
 	}
 	// Still running well after: refused.
 	hp.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-10 * time.Second))
-	p = decide(newInput(hysteresis.Ready, hp, mp))
-	a, ok := p.Get(markEvictionRefused)
+	p = Decide(newInput(hysteresis.Ready, hp, mp))
+	a, ok := p.Get(MarkEvictionRefused)
 	if !ok {
 		t.Fatalf("plan %v has no MarkEvictionRefused", types_(p))
 	}
-	if !p.Has(syncStatus) {
+	if !p.Has(SyncStatus) {
 		t.Errorf("a refused eviction stops pod sync: %v", types_(p))
 	}
 	// Once marked, not again.
-	hp.Annotations[AnnotationEvictionRefused] = a.Reason
-	if p := decide(newInput(hysteresis.Ready, hp, mp)); p.Has(markEvictionRefused) {
+	hp.Annotations[podmeta.AnnotationEvictionRefused] = a.Reason
+	if p := Decide(newInput(hysteresis.Ready, hp, mp)); p.Has(MarkEvictionRefused) {
 		t.Fatalf("refusal reported twice: %v", types_(p))
 	}
 }
@@ -61,27 +62,27 @@ func TestRefusedEvictionIsReportedOnce(t *testing.T) {
 func TestLeftOverConditionIsNotTheCauseOfALaterDelete(t *testing.T) {
 	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
 	markedByTaintManager(hp, t0.Add(-10*time.Minute)) // refused ten minutes ago
-	deleted(hp, t0, 30, causeNone)                    // a user deletes it now
-	if got := CauseOf(hp); got != causeNone {
+	deleted(hp, t0, 30, podmeta.CauseNone)            // a user deletes it now
+	if got := podmeta.CauseOf(hp); got != podmeta.CauseNone {
 		t.Fatalf("CauseOf = %q, want a user delete", got)
 	}
-	p := decide(newInput(hysteresis.Ready, hp, memberOf(hp, "m1")))
-	if a, ok := p.Get(deleteMember); !ok || a.Reason != "DeleteForwarded" {
+	p := Decide(newInput(hysteresis.Ready, hp, memberOf(hp, "m1")))
+	if a, ok := p.Get(DeleteMember); !ok || a.Reason != "DeleteForwarded" {
 		t.Fatalf("a user delete after a refused eviction: plan %v, want it forwarded", types_(p))
 	}
 	// Seen refused: a delete soon after is still not that eviction.
 	soon := withMemberUID(withFinalizer(hostPod("h3")), "m3")
 	markedByTaintManager(soon, t0.Add(-8*time.Second))
-	soon.Annotations[AnnotationEvictionRefused] = conditionStamp(&soon.Status.Conditions[0])
-	deleted(soon, t0, 30, causeNone)
-	if got := CauseOf(soon); got != causeNone {
+	soon.Annotations[podmeta.AnnotationEvictionRefused] = podmeta.ConditionStamp(&soon.Status.Conditions[0])
+	deleted(soon, t0, 30, podmeta.CauseNone)
+	if got := podmeta.CauseOf(soon); got != podmeta.CauseNone {
 		t.Fatalf("CauseOf a delete after a reported refusal = %q, want a user delete", got)
 	}
 	// The taint manager's own delete follows its condition at once.
 	ev := withMemberUID(withFinalizer(hostPod("h2")), "m2")
 	markedByTaintManager(ev, t0.Add(-time.Second))
-	deleted(ev, t0, 30, causeNone)
-	if got := CauseOf(ev); got != CauseTaintManager {
+	deleted(ev, t0, 30, podmeta.CauseNone)
+	if got := podmeta.CauseOf(ev); got != podmeta.CauseTaintManager {
 		t.Fatalf("CauseOf = %q, want the taint manager", got)
 	}
 }
@@ -146,18 +147,18 @@ func TestEvictionCountsFromTheOutagesBeginning(t *testing.T) {
 	in.LeafTaints = unreachableSince(t0.Add(-10 * time.Second)) // KCM tainted on the confirmation
 	in.State.OutageSince = t0.Add(-12 * time.Second)            // confirmed
 	in.State.UnreachableSince = t0.Add(-42 * time.Second)       // began notReadyAfter (30s) earlier
-	if p := decide(in); !p.Has(evictHost) {
-		t.Fatalf("toleration of 30s ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.Result.RequeueAfter)
+	if p := Decide(in); !p.Has(EvictHost) {
+		t.Fatalf("toleration of 30s ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.RequeueAfter)
 	}
 	in.State.UnreachableSince = t0.Add(-20 * time.Second)
-	if p := decide(in); p.Has(evictHost) || p.Result.RequeueAfter != 15*time.Second {
-		t.Fatalf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.Result.RequeueAfter)
+	if p := Decide(in); p.Has(EvictHost) || p.RequeueAfter != 15*time.Second {
+		t.Fatalf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.RequeueAfter)
 	}
 }
 
 func TestDeniedEvictionsAreCompletedWhenTheOutageIsReal(t *testing.T) {
 	hp := tolerating(withMemberUID(withFinalizer(hostPod("h1")), "m1"), ptr.To[int64](30))
-	in := func(st hysteresis.State, taintAge time.Duration) input {
+	in := func(st hysteresis.State, taintAge time.Duration) Input {
 		i := newInput(st, hp, nil)
 		i.LeafTaints = unreachableSince(t0.Add(-taintAge))
 		if !i.State.OutageSince.IsZero() {
@@ -165,15 +166,15 @@ func TestDeniedEvictionsAreCompletedWhenTheOutageIsReal(t *testing.T) {
 		}
 		return i
 	}
-	if p := decide(in(hysteresis.NotReady, 2*time.Minute)); !p.Has(evictHost) {
+	if p := Decide(in(hysteresis.NotReady, 2*time.Minute)); !p.Has(EvictHost) {
 		t.Fatalf("member confirmed NotReady, taint outlasted the toleration: plan %v, want EvictHost", types_(p))
 	}
-	p := decide(in(hysteresis.NotReady, 20*time.Second))
-	if p.Has(evictHost) || p.Result.RequeueAfter != 15*time.Second {
-		t.Fatalf("toleration not expired: plan %v requeue %s, want a look again in 15s", types_(p), p.Result.RequeueAfter)
+	p := Decide(in(hysteresis.NotReady, 20*time.Second))
+	if p.Has(EvictHost) || p.RequeueAfter != 15*time.Second {
+		t.Fatalf("toleration not expired: plan %v requeue %s, want a look again in 15s", types_(p), p.RequeueAfter)
 	}
 	for _, st := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect, hysteresis.Recovering} {
-		if p := decide(in(st, 2*time.Minute)); p.Has(evictHost) {
+		if p := Decide(in(st, 2*time.Minute)); p.Has(EvictHost) {
 			t.Fatalf("member %s: evicted %v; only a confirmed outage completes evictions", st, types_(p))
 		}
 	}
@@ -185,22 +186,22 @@ func TestUserTaintEvictionsAreCompletedWhateverTheMemberState(t *testing.T) {
 	for _, st := range []hysteresis.State{hysteresis.Ready, hysteresis.Suspect, hysteresis.NotReady} {
 		in := newInput(st, hp, memberOf(hp, "m1"))
 		in.LeafTaints = taints
-		if p := decide(in); !p.Has(evictHost) {
+		if p := Decide(in); !p.Has(EvictHost) {
 			t.Fatalf("member %s, user NoExecute taint a minute old: plan %v, want EvictHost", st, types_(p))
 		}
 	}
 	// Just added: the taint manager goes first.
 	in := newInput(hysteresis.Ready, hp, memberOf(hp, "m1"))
 	in.LeafTaints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(t0.Add(-time.Second)))}}
-	if p := decide(in); p.Has(evictHost) || p.Result.RequeueAfter != completeAfter-time.Second {
-		t.Fatalf("fresh user taint: plan %v requeue %s", types_(p), p.Result.RequeueAfter)
+	if p := Decide(in); p.Has(EvictHost) || p.RequeueAfter != completeAfter-time.Second {
+		t.Fatalf("fresh user taint: plan %v requeue %s", types_(p), p.RequeueAfter)
 	}
 	// Tolerated: nothing.
 	tol := withMemberUID(withFinalizer(hostPod("h2")), "m2")
 	tol.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
 	in = newInput(hysteresis.Ready, tol, memberOf(tol, "m2"))
 	in.LeafTaints = taints
-	if p := decide(in); p.Has(evictHost) {
+	if p := Decide(in); p.Has(EvictHost) {
 		t.Fatalf("tolerated user taint evicted: %v", types_(p))
 	}
 }
@@ -210,15 +211,15 @@ func TestUserTaintWithoutTimeAddedCountsFromTheTaintManagersAttempt(t *testing.T
 	hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
 	in := newInput(hysteresis.Ready, hp, memberOf(hp, "m1"))
 	in.LeafTaints = taints
-	if p := decide(in); p.Has(evictHost) {
+	if p := Decide(in); p.Has(EvictHost) {
 		t.Fatalf("no attempt by the taint manager yet: evicted %v", types_(p))
 	}
 	markedByTaintManager(hp, t0.Add(-10*time.Second)) // tried and was refused
-	if p := decide(in); !p.Has(evictHost) {
+	if p := Decide(in); !p.Has(EvictHost) {
 		t.Fatalf("refused taint-manager eviction for a user taint: plan %v, want EvictHost", types_(p))
 	}
 	hp.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-	if p := decide(in); p.Has(evictHost) {
+	if p := Decide(in); p.Has(EvictHost) {
 		t.Fatalf("tolerated for ever: evicted %v", types_(p))
 	}
 }
@@ -232,23 +233,23 @@ func TestUserTaintRefusalIsNotARefusedEviction(t *testing.T) {
 	markedByTaintManager(hp, t0.Add(-10*time.Second))
 	in := newInput(hysteresis.Ready, hp, memberOf(hp, "m1"))
 	in.LeafTaints = taints
-	p := decide(in)
-	a, ok := p.Get(markEvictionRefused)
+	p := Decide(in)
+	a, ok := p.Get(MarkEvictionRefused)
 	if !ok || !a.ForUserTaint {
 		t.Fatalf("plan %v (%+v): want the refusal noted as the user taint's", types_(p), a)
 	}
 	for _, a := range p.Actions {
-		if a.Type == event && (a.Warning || a.Reason == "EvictionRefused") {
+		if a.Type == Event && (a.Warning || a.Reason == "EvictionRefused") {
 			t.Errorf("a refusal for a user's taint reported as %s (warning %v)", a.Reason, a.Warning)
 		}
 	}
-	if !p.Has(evictHost) {
+	if !p.Has(EvictHost) {
 		t.Errorf("plan %v: leafsync does not carry the user's eviction out", types_(p))
 	}
 	// A pod tolerating the user's taint for ever is not evicted for it: its
 	// refusal is a refused eviction.
 	hp.Spec.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-	a, ok = decide(in).Get(markEvictionRefused)
+	a, ok = Decide(in).Get(MarkEvictionRefused)
 	if !ok || a.ForUserTaint {
 		t.Fatalf("tolerated user taint: MarkEvictionRefused %v, ForUserTaint %v; want a refused eviction", ok, a.ForUserTaint)
 	}

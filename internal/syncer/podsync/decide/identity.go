@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // A pod with a stable identity — a StatefulSet's, or one that sets
@@ -30,16 +31,16 @@ import (
 // as that delete takes. Pods of other owners (Deployments, Jobs) keep the
 // stale-eviction policy as it is.
 
-// stableIdentity reports whether a pod of this owner ("Kind/name") and
+// StableIdentity reports whether a pod of this owner ("Kind/name") and
 // spec has an identity of its own.
-func stableIdentity(owner string, spec *corev1.PodSpec) bool {
-	kind, _ := splitOwner(owner)
+func StableIdentity(owner string, spec *corev1.PodSpec) bool {
+	kind, _ := podmeta.SplitOwner(owner)
 	return kind == "StatefulSet" || spec.Hostname != "" || spec.Subdomain != ""
 }
 
-// otherCopy is leafsync's copy of a pod name in another member, made for
+// OtherCopy is leafsync's copy of a pod name in another member, made for
 // another host pod, or a member that could not be read to rule one out.
-type otherCopy struct {
+type OtherCopy struct {
 	// Cluster is the member.
 	Cluster string
 	// HostUID is the host pod the copy was made for ("" with Err).
@@ -51,9 +52,9 @@ type otherCopy struct {
 // copyHeldElsewhere holds the creation of a host pod with a stable
 // identity while another member holds a copy of its name. It reports
 // whether it did.
-func copyHeldElsewhere(in input, p *plan) bool {
+func copyHeldElsewhere(in Input, p *Plan) bool {
 	hp := in.Host
-	if len(in.OtherCopies) == 0 || !stableIdentity(ownerOf(hp), &hp.Spec) {
+	if len(in.OtherCopies) == 0 || !StableIdentity(podmeta.OwnerOf(hp), &hp.Spec) {
 		return false
 	}
 	o := in.OtherCopies[0]
@@ -61,7 +62,7 @@ func copyHeldElsewhere(in input, p *plan) bool {
 	if o.Err != "" {
 		msg = fmt.Sprintf("waiting to confirm that member cluster %s holds no old copy of %s/%s (%s): a pod with a stable identity never runs in two members at once", o.Cluster, hp.Namespace, hp.Name, o.Err)
 	}
-	p.add(action{Type: event, Reason: reasonWaitingForOldCopy, Message: msg})
+	p.add(Action{Type: Event, Reason: reasonWaitingForOldCopy, Message: msg})
 	p.requeue(replacementPoll)
 	return true
 }
@@ -72,13 +73,13 @@ const reasonWaitingForOldCopy = "WaitingForOldCopy"
 
 // movedAway reports whether the record's member pod has a stable identity
 // that a new host pod bound to another node now holds.
-func movedAway(in input, r deletes.PendingDelete, mp *corev1.Pod) bool {
-	return in.IdentityMoved[r.HostUID] != "" && stableIdentity(r.Owner, &mp.Spec)
+func movedAway(in Input, r deletes.PendingDelete, mp *corev1.Pod) bool {
+	return in.IdentityMoved[r.HostUID] != "" && StableIdentity(r.Owner, &mp.Spec)
 }
 
 // deleteOldCopy deletes the old copy of a stable identity at once, without
 // waiting for the replacement to be Ready: the replacement waits for it.
-func deleteOldCopy(in input, r deletes.PendingDelete, mp *corev1.Pod, p *plan) {
+func deleteOldCopy(in Input, r deletes.PendingDelete, mp *corev1.Pod, p *Plan) {
 	p.add(in.del(mp, r.GracePeriodSeconds, reasonOldCopyDeleted,
 		fmt.Sprintf("%s/%s has a new pod on node %s: its old copy here goes first, a pod with a stable identity never runs twice (stale eviction %s)", r.Namespace, r.Name, in.IdentityMoved[r.HostUID], r.Cause)))
 	p.requeue(waitShort)
@@ -88,9 +89,9 @@ func deleteOldCopy(in input, r deletes.PendingDelete, mp *corev1.Pod, p *plan) {
 // identity moved to another node.
 const reasonOldCopyDeleted = "OldCopyDeleted"
 
-// movedTo returns the node a live host pod of the record's name, other than
+// MovedTo returns the node a live host pod of the record's name, other than
 // the deleted one, is bound to, when that is not leaf ("" otherwise).
-func movedTo(r deletes.PendingDelete, leaf string, pods []*corev1.Pod) string {
+func MovedTo(r deletes.PendingDelete, leaf string, pods []*corev1.Pod) string {
 	for _, p := range pods {
 		if p.Name == r.Name && string(p.UID) != r.HostUID && alive(p) && p.Spec.NodeName != "" && p.Spec.NodeName != leaf {
 			return p.Spec.NodeName

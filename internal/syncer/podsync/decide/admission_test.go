@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"strings"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // baselineViolations are host pods, one per check the upstream library
@@ -87,16 +88,16 @@ func baselineViolations() map[string]struct {
 func TestPodSecurityBaseline(t *testing.T) {
 	for name, c := range baselineViolations() {
 		in := newInput(hysteresis.Ready, c.pod, nil)
-		in.Admission = Admission{PodSecurity: psapi.LevelBaseline}
-		p := decide(in)
-		wantActions(t, p, event)
-		a, _ := p.Get(event)
+		in.Admission = podmeta.Admission{PodSecurity: psapi.LevelBaseline}
+		p := Decide(in)
+		wantActions(t, p, Event)
+		a, _ := p.Get(Event)
 		if a.Reason != "NotSyncedPodSecurity" || !a.Warning || !strings.Contains(a.Message, `violates PodSecurity "baseline:latest": `+c.reason) ||
-			!strings.Contains(a.Message, AnnotationPodSecurity) {
+			!strings.Contains(a.Message, podmeta.AnnotationPodSecurity) {
 			t.Errorf("%s: event %s %q, want the library's %q", name, a.Reason, a.Message, c.reason)
 		}
-		in.Admission = Admission{PodSecurity: psapi.LevelPrivileged}
-		if p := decide(in); !p.Has(createMember) {
+		in.Admission = podmeta.Admission{PodSecurity: psapi.LevelPrivileged}
+		if p := Decide(in); !p.Has(CreateMember) {
 			t.Errorf("%s at privileged: %v", name, types_(p))
 		}
 	}
@@ -123,6 +124,6 @@ func TestPodSecurityAllowed(t *testing.T) {
 		AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	in := newInput(hysteresis.Ready, restricted, nil)
-	in.Admission = Admission{PodSecurity: psapi.LevelRestricted}
-	wantActions(t, decide(in), addFinalizer, createMember)
+	in.Admission = podmeta.Admission{PodSecurity: psapi.LevelRestricted}
+	wantActions(t, Decide(in), AddFinalizer, CreateMember)
 }

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // TestOneClockPerComparison: with leafsync's clock 60s behind or ahead of
@@ -20,7 +21,7 @@ func TestOneClockPerComparison(t *testing.T) {
 	for _, skew := range []time.Duration{-time.Minute, 0, time.Minute} {
 		host := func(d time.Duration) time.Time { return t0.Add(d) }
 		local := func(d time.Duration) time.Time { return t0.Add(skew + d) }
-		at := func(st hysteresis.State, hp, mp *corev1.Pod) input {
+		at := func(st hysteresis.State, hp, mp *corev1.Pod) Input {
 			in := newInput(st, hp, mp)
 			in.Now, in.HostNow = local(0), host(0)
 			return in
@@ -30,12 +31,12 @@ func TestOneClockPerComparison(t *testing.T) {
 			// condition, not before.
 			hp := withMemberUID(withFinalizer(hostPod("h1")), "m1")
 			markedByTaintManager(hp, host(-time.Second))
-			p := decide(at(hysteresis.Ready, hp, memberOf(hp, "m1")))
-			if p.Has(markEvictionRefused) || p.Result.RequeueAfter != refusedAfter-time.Second {
-				t.Errorf("condition 1s old: plan %v requeue %s, want a look again in 4s", types_(p), p.Result.RequeueAfter)
+			p := Decide(at(hysteresis.Ready, hp, memberOf(hp, "m1")))
+			if p.Has(MarkEvictionRefused) || p.RequeueAfter != refusedAfter-time.Second {
+				t.Errorf("condition 1s old: plan %v requeue %s, want a look again in 4s", types_(p), p.RequeueAfter)
 			}
 			hp.Status.Conditions[0].LastTransitionTime = metav1.NewTime(host(-6 * time.Second))
-			if p := decide(at(hysteresis.Ready, hp, memberOf(hp, "m1"))); !p.Has(markEvictionRefused) {
+			if p := Decide(at(hysteresis.Ready, hp, memberOf(hp, "m1"))); !p.Has(MarkEvictionRefused) {
 				t.Errorf("condition 6s old: plan %v, want the refusal reported", types_(p))
 			}
 
@@ -43,8 +44,8 @@ func TestOneClockPerComparison(t *testing.T) {
 			// time; its delete is that eviction, not a user's.
 			ev := withMemberUID(withFinalizer(hostPod("h2")), "m2")
 			markedByTaintManager(ev, host(0))
-			deleted(ev, host(0), 30, causeNone)
-			if got := CauseOf(ev); got != CauseTaintManager {
+			deleted(ev, host(0), 30, podmeta.CauseNone)
+			if got := podmeta.CauseOf(ev); got != podmeta.CauseTaintManager {
 				t.Errorf("delete right after the condition: cause %q, want the taint manager", got)
 			}
 
@@ -53,8 +54,8 @@ func TestOneClockPerComparison(t *testing.T) {
 			user := withMemberUID(withFinalizer(hostPod("h3")), "m3")
 			in := at(hysteresis.Ready, user, memberOf(user, "m3"))
 			in.LeafTaints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(host(-time.Second)))}}
-			if p := decide(in); p.Has(evictHost) || p.Result.RequeueAfter != completeAfter-time.Second {
-				t.Errorf("user taint 1s old: plan %v requeue %s, want a look again in 4s", types_(p), p.Result.RequeueAfter)
+			if p := Decide(in); p.Has(EvictHost) || p.RequeueAfter != completeAfter-time.Second {
+				t.Errorf("user taint 1s old: plan %v requeue %s, want a look again in 4s", types_(p), p.RequeueAfter)
 			}
 
 			// A confirmed outage: toleration 30s counted from the
@@ -64,22 +65,22 @@ func TestOneClockPerComparison(t *testing.T) {
 			in = at(hysteresis.NotReady, tol, nil)
 			in.LeafTaints = unreachableSince(host(-10 * time.Second))
 			in.State.OutageSince, in.State.UnreachableSince = local(-12*time.Second), local(-42*time.Second)
-			if p := decide(in); !p.Has(evictHost) {
-				t.Errorf("toleration ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.Result.RequeueAfter)
+			if p := Decide(in); !p.Has(EvictHost) {
+				t.Errorf("toleration ran out 12s ago counted from the outage: plan %v requeue %s, want EvictHost", types_(p), p.RequeueAfter)
 			}
 			in.State.UnreachableSince = local(-20 * time.Second)
-			if p := decide(in); p.Has(evictHost) || p.Result.RequeueAfter != 15*time.Second {
-				t.Errorf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.Result.RequeueAfter)
+			if p := Decide(in); p.Has(EvictHost) || p.RequeueAfter != 15*time.Second {
+				t.Errorf("toleration runs out in 10s (+5s): plan %v requeue %s", types_(p), p.RequeueAfter)
 			}
 
 			// Reaping: reapAfter (40s) after the termination (10s ago,
 			// host) and after the confirmation (30s ago, leafsync).
-			reaped := withMemberUID(withFinalizer(deleted(hostPod("h5"), host(-10*time.Second), 30, CauseTaintManager)), "m5")
+			reaped := withMemberUID(withFinalizer(deleted(hostPod("h5"), host(-10*time.Second), 30, podmeta.CauseTaintManager)), "m5")
 			in = at(hysteresis.NotReady, reaped, memberOf(reaped, "m5"))
 			in.ReapAfter = 40 * time.Second
 			in.State.OutageSince = local(-30 * time.Second)
-			if p := decide(in); p.Has(finishHost) || p.Result.RequeueAfter != 30*time.Second {
-				t.Errorf("reap: plan %v requeue %s, want a look again in 30s", types_(p), p.Result.RequeueAfter)
+			if p := Decide(in); p.Has(FinishHost) || p.RequeueAfter != 30*time.Second {
+				t.Errorf("reap: plan %v requeue %s, want a look again in 30s", types_(p), p.RequeueAfter)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // The taint manager's evictions of a leaf's pods, seen from pod sync. With
@@ -28,19 +29,10 @@ import (
 // server's deletionTimestamp.
 
 const (
-	// AnnotationEvictionRefused on a host pod is the time of the
-	// DisruptionTarget condition of an eviction that did not happen: each
-	// refusal is reported once.
-	AnnotationEvictionRefused = "leafsync.io/eviction-refused"
-
 	// refusedAfter: a live pod whose taint-manager condition is this old
 	// was not deleted; the taint manager deletes within milliseconds of
 	// setting it.
 	refusedAfter = 5 * time.Second
-	// evictionConditionMaxAge: a delete requested this long after the
-	// eviction condition was set is not that eviction's (the condition is
-	// left over from a refused one): it is classified by who asked now.
-	evictionConditionMaxAge = 30 * time.Second
 	// completeAfter: leafsync completes an eviction only this long after
 	// the taint manager should have done it, so that the two do not race.
 	completeAfter = 5 * time.Second
@@ -51,34 +43,11 @@ const (
 func evictionCondition(p *corev1.Pod) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && isEvictionCause(c.Reason) {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && podmeta.IsEvictionCause(c.Reason) {
 			return c
 		}
 	}
 	return nil
-}
-
-// leftOverCondition reports whether a Terminating pod's eviction condition
-// is left over from an eviction that did not happen: leafsync saw it
-// refused (AnnotationEvictionRefused), or it predates the delete by more
-// than evictionConditionMaxAge.
-func leftOverCondition(p *corev1.Pod, c *corev1.PodCondition) bool {
-	if p.DeletionTimestamp == nil || c.LastTransitionTime.IsZero() {
-		return false
-	}
-	if p.Annotations[AnnotationEvictionRefused] == conditionStamp(c) {
-		return true
-	}
-	requested := p.DeletionTimestamp.Time
-	if p.DeletionGracePeriodSeconds != nil {
-		requested = requested.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
-	}
-	return requested.Sub(c.LastTransitionTime.Time) > evictionConditionMaxAge
-}
-
-// conditionStamp identifies one eviction attempt: its condition's time.
-func conditionStamp(c *corev1.PodCondition) string {
-	return c.LastTransitionTime.UTC().Format(time.RFC3339)
 }
 
 // evictionWait is how long until a pod is evicted from a leaf whose member
@@ -137,7 +106,7 @@ func userTaintDeadline(hp *corev1.Pod, leafTaints []corev1.Taint) (deadline time
 	// does not): the taint manager counts from when it saw the taint, which
 	// its own DisruptionTarget condition, set as it tried to evict, records.
 	c := evictionCondition(hp)
-	if c == nil || c.Reason != CauseTaintManager {
+	if c == nil || c.Reason != podmeta.CauseTaintManager {
 		return time.Time{}, false
 	}
 	for i := range leafTaints {
@@ -211,23 +180,23 @@ func tolerationOf(hp *corev1.Pod, t *corev1.Taint) (wait time.Duration, bounded 
 // decideEvictions looks at a live host pod on the leaf: reports a refused
 // eviction once, and completes an eviction the taint manager should have
 // carried out by now while the member is confirmed NotReady.
-func decideEvictions(in input, p *plan) {
+func decideEvictions(in Input, p *Plan) {
 	hp := in.Host
-	if c := evictionCondition(hp); c != nil && c.Reason == CauseTaintManager {
-		stamp := conditionStamp(c)
+	if c := evictionCondition(hp); c != nil && c.Reason == podmeta.CauseTaintManager {
+		stamp := podmeta.ConditionStamp(c)
 		age := in.HostNow.Sub(c.LastTransitionTime.Time)
 		switch {
-		case hp.Annotations[AnnotationEvictionRefused] == stamp:
+		case hp.Annotations[podmeta.AnnotationEvictionRefused] == stamp:
 		case age >= refusedAfter && userTaintKey(hp, in.LeafTaints) != "":
 			// The guard refused the taint manager's eviction for a user's
 			// NoExecute taint (when its record did not show the taint yet);
 			// leafsync carries it out below. Noted, not a refused eviction.
-			p.add(action{Type: markEvictionRefused, Reason: stamp, ForUserTaint: true},
-				action{Type: event, Reason: "EvictionForUserTaint",
+			p.add(Action{Type: MarkEvictionRefused, Reason: stamp, ForUserTaint: true},
+				Action{Type: Event, Reason: "EvictionForUserTaint",
 					Message: fmt.Sprintf("the taint manager's eviction (%s) for the leaf's NoExecute taint %s was refused by the eviction guard; leafsync carries it out", c.LastTransitionTime.UTC().Format(time.RFC3339), userTaintKey(hp, in.LeafTaints))})
 		case age >= refusedAfter:
-			p.add(action{Type: markEvictionRefused, Reason: stamp},
-				action{Type: event, Warning: true, Reason: "EvictionRefused",
+			p.add(Action{Type: MarkEvictionRefused, Reason: stamp},
+				Action{Type: Event, Warning: true, Reason: "EvictionRefused",
 					Message: fmt.Sprintf("the taint manager's eviction (%s) did not happen: member cluster %s was %s, so the eviction guard refused it; the pod keeps running", c.LastTransitionTime.UTC().Format(time.RFC3339), in.Cluster, in.State.State)})
 		default:
 			p.requeue(refusedAfter - age)
@@ -241,7 +210,7 @@ func decideEvictions(in input, p *plan) {
 		if due := deadline.Add(completeAfter); in.HostNow.Before(due) {
 			p.requeue(due.Sub(in.HostNow))
 		} else {
-			p.add(action{Type: evictHost, Reason: "EvictionCompleted",
+			p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
 				Message: fmt.Sprintf("evicted by leafsync as the taint manager would have: the leaf carries a NoExecute taint the pod does not tolerate (due %s)", deadline.UTC().Format(time.RFC3339))})
 			return
 		}
@@ -257,6 +226,6 @@ func decideEvictions(in input, p *plan) {
 		p.requeue(wait)
 		return
 	}
-	p.add(action{Type: evictHost, Reason: "EvictionCompleted",
+	p.add(Action{Type: EvictHost, Reason: "EvictionCompleted",
 		Message: fmt.Sprintf("evicted by leafsync: member cluster %s is confirmed NotReady, unreachable since %s, and the pod's toleration of the leaf's NoExecute taint, counted from then, ran out (due %s)", in.Cluster, in.State.UnreachableSince.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))})
 }

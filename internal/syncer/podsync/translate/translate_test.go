@@ -1,4 +1,4 @@
-package podsync
+package translate
 
 import (
 	"reflect"
@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/reflector"
 )
 
@@ -38,12 +38,12 @@ func admitted(uid, tokenVolume string) *corev1.Pod {
 		{Name: "config", MountPath: "/etc/web"},
 		{Name: tokenVolume, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
 	}
-	hp.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}", "team": "web", AnnotationMemberUID: "m0"}
+	hp.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}", "team": "web", podmeta.AnnotationMemberUID: "m0"}
 	return hp
 }
 
 func TestMemberPodNoHostToken(t *testing.T) {
-	mp, hash := memberPod(admitted("h1", "kube-api-access-abcde"), testCluster, testLeaf, testHost)
+	mp, hash := MemberPod(admitted("h1", "kube-api-access-abcde"), testCluster, testLeaf, testHost)
 	s := mp.Spec
 	if s.ServiceAccountName != "" || s.DeprecatedServiceAccount != "" {
 		t.Errorf("service account %q/%q, want the member's default", s.ServiceAccountName, s.DeprecatedServiceAccount)
@@ -59,13 +59,13 @@ func TestMemberPodNoHostToken(t *testing.T) {
 	if got := s.Containers[0].VolumeMounts; len(got) != 1 || got[0].Name != "config" {
 		t.Errorf("mounts = %+v, want only config", got)
 	}
-	if mp.Annotations[annotationSpecHash] != hash || hash == "" {
-		t.Errorf("spec hash annotation %q, returned %q", mp.Annotations[annotationSpecHash], hash)
+	if mp.Annotations[podmeta.AnnotationSpecHash] != hash || hash == "" {
+		t.Errorf("spec hash annotation %q, returned %q", mp.Annotations[podmeta.AnnotationSpecHash], hash)
 	}
 
 	opted := admitted("h1", "kube-api-access-abcde")
-	opted.Annotations[AnnotationMemberServiceAccount] = "web-reader"
-	mp, _ = memberPod(opted, testCluster, testLeaf, testHost)
+	opted.Annotations[podmeta.AnnotationMemberServiceAccount] = "web-reader"
+	mp, _ = MemberPod(opted, testCluster, testLeaf, testHost)
 	if mp.Spec.ServiceAccountName != "web-reader" || mp.Spec.AutomountServiceAccountToken != nil {
 		t.Errorf("opt-in: sa=%q automount=%v, want web-reader and the member's default", mp.Spec.ServiceAccountName, mp.Spec.AutomountServiceAccountToken)
 	}
@@ -83,7 +83,7 @@ func TestMemberPodHostOnlyFields(t *testing.T) {
 	hp.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
 	hp.Spec.Overhead = corev1.ResourceList{}
 	hp.Spec.Hostname, hp.Spec.Subdomain = "web-0", "web"
-	mp, _ := memberPod(hp, testCluster, testLeaf, testHost)
+	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
 	s := mp.Spec
 	if s.NodeName != "" || s.NodeSelector != nil || s.Affinity.NodeAffinity != nil || s.TopologySpreadConstraints != nil ||
 		s.SchedulerName != "" || s.Priority != nil || s.PriorityClassName != "" || s.ReadinessGates != nil || s.Overhead != nil {
@@ -99,15 +99,15 @@ func TestMemberPodHostOnlyFields(t *testing.T) {
 		t.Errorf("tolerations = %+v, want only the non-leafsync one", s.Tolerations)
 	}
 	// Metadata ties the member pod to the host pod.
-	for k, v := range map[string]string{LabelManaged: "true", LabelCluster: testCluster, LabelHost: testHost, LabelHostUID: "h1", "app": "web"} {
+	for k, v := range map[string]string{podmeta.LabelManaged: "true", podmeta.LabelCluster: testCluster, podmeta.LabelHost: testHost, podmeta.LabelHostUID: "h1", "app": "web"} {
 		if mp.Labels[k] != v {
 			t.Errorf("label %s=%q, want %q", k, mp.Labels[k], v)
 		}
 	}
-	if mp.Annotations[annotationOwner] != "StatefulSet/web" || mp.Annotations[annotationLeaf] != testLeaf || mp.Annotations["team"] != "web" {
+	if mp.Annotations[podmeta.AnnotationOwner] != "StatefulSet/web" || mp.Annotations[podmeta.AnnotationLeaf] != testLeaf || mp.Annotations["team"] != "web" {
 		t.Errorf("annotations %v", mp.Annotations)
 	}
-	for _, k := range []string{corev1.LastAppliedConfigAnnotation, AnnotationMemberUID} {
+	for _, k := range []string{corev1.LastAppliedConfigAnnotation, podmeta.AnnotationMemberUID} {
 		if _, ok := mp.Annotations[k]; ok {
 			t.Errorf("annotation %s went down", k)
 		}
@@ -127,17 +127,17 @@ func TestSpecHash(t *testing.T) {
 	a := admitted("h1", "kube-api-access-abcde")
 	b := admitted("h2", "kube-api-access-zyxwv")
 	b.Labels["controller-revision-hash"] = "web-7d9"
-	if hostSpecHash(a) != hostSpecHash(b) {
+	if HostSpecHash(a) != HostSpecHash(b) {
 		t.Error("same template, different hash: a recreated pod could not adopt")
 	}
 	c := admitted("h3", "kube-api-access-abcde")
 	c.Spec.Containers[0].Image = "registry.example/app:2"
-	if hostSpecHash(a) == hostSpecHash(c) {
+	if HostSpecHash(a) == HostSpecHash(c) {
 		t.Error("image changed, same hash: an incompatible pod would be adopted")
 	}
 	d := admitted("h4", "kube-api-access-abcde")
 	d.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "x"}}
-	if hostSpecHash(a) == hostSpecHash(d) {
+	if HostSpecHash(a) == HostSpecHash(d) {
 		t.Error("env changed, same hash")
 	}
 }
@@ -172,27 +172,7 @@ func TestReferences(t *testing.T) {
 		{Kind: "ConfigMap", Name: "cm-env", Optional: true}, {Kind: "ConfigMap", Name: "cm-envfrom", Optional: false}, {Kind: "ConfigMap", Name: "cm-proj", Optional: false}, {Kind: "ConfigMap", Name: "cm-vol", Optional: false},
 		{Kind: "Secret", Name: "pull", Optional: true}, {Kind: "Secret", Name: "s-env", Optional: false}, {Kind: "Secret", Name: "s-envfrom", Optional: false}, {Kind: "Secret", Name: "s-proj", Optional: false}, {Kind: "Secret", Name: "s-vol", Optional: false},
 	}
-	if got := references(spec); !reflect.DeepEqual(got, want) {
+	if got := References(spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("References =\n%v\nwant\n%v", got, want)
-	}
-}
-
-func TestPoliciesMatchConfig(t *testing.T) {
-	if len(config.StaleEvictionPolicies) != len(Policies) {
-		t.Fatalf("config lists %v, podsync %v", config.StaleEvictionPolicies, Policies)
-	}
-	for i, p := range Policies {
-		if string(p) != config.StaleEvictionPolicies[i] {
-			t.Errorf("config lists %v, podsync %v", config.StaleEvictionPolicies, Policies)
-		}
-		if _, err := ParsePolicy(string(p)); err != nil {
-			t.Error(err)
-		}
-	}
-	if config.DefaultPodSync().StaleEvictionPolicy != string(DeferUntilReplaced) {
-		t.Error("default policy is not DeferUntilReplaced")
-	}
-	if _, err := ParsePolicy("Defer"); err == nil {
-		t.Error("ParsePolicy accepted an unknown policy")
 	}
 }

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"fmt"
@@ -10,13 +10,14 @@ import (
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // genInput draws any situation decide can meet for one pod name.
-func genInput(t *rapid.T) input {
+func genInput(t *rapid.T) Input {
 	state := hysteresis.State(rapid.IntRange(0, hysteresis.NumStates-1).Draw(t, "state"))
-	policy := rapid.SampledFrom(Policies).Draw(t, "policy")
-	causes := []string{causeNone, causeEvictionAPI, causePreemption, CauseTaintManager, causePodGC}
+	policy := rapid.SampledFrom(podmeta.Policies).Draw(t, "policy")
+	causes := []string{podmeta.CauseNone, podmeta.CauseEvictionAPI, podmeta.CausePreemption, podmeta.CauseTaintManager, podmeta.CausePodGC}
 
 	var hp *corev1.Pod
 	switch rapid.IntRange(0, 2).Draw(t, "host") {
@@ -69,7 +70,7 @@ func genInput(t *rapid.T) input {
 			recs = append(recs, deletes.PendingDelete{
 				Kind:      rapid.SampledFrom([]deletes.DeleteKind{deletes.Owed, deletes.Deferred, deletes.Retained}).Draw(t, "kind-"+uid),
 				Namespace: "apps", Name: "web-0", HostUID: uid, Owner: "StatefulSet/web",
-				Cause: rapid.SampledFrom(append(causes, causeOrphan)).Draw(t, "rcause-"+uid),
+				Cause: rapid.SampledFrom(append(causes, podmeta.CauseOrphan)).Draw(t, "rcause-"+uid),
 				Since: t0.Add(-time.Duration(rapid.IntRange(0, 1200).Draw(t, "since-"+uid)) * time.Second),
 			})
 		}
@@ -77,7 +78,7 @@ func genInput(t *rapid.T) input {
 	in := newInput(state, hp, mp, recs...)
 	in.Policy = policy
 	if rapid.Bool().Draw(t, "replacementsKnown") {
-		in.Replacements = &replacements{}
+		in.Replacements = &Replacements{}
 		if rapid.Bool().Draw(t, "replaced") {
 			in.Replacements.Pods = []*corev1.Pod{ownedPod("web-0", "new0", "StatefulSet", "web", t0, true)}
 		}
@@ -91,7 +92,7 @@ func genInput(t *rapid.T) input {
 		}
 	}
 	if rapid.Bool().Draw(t, "otherCopy") {
-		in.OtherCopies = []otherCopy{{Cluster: "member-b", HostUID: "h0"}}
+		in.OtherCopies = []OtherCopy{{Cluster: "member-b", HostUID: "h0"}}
 	}
 	return in
 }
@@ -126,8 +127,8 @@ func TestDecideGuard(t *testing.T) {
 func guardProperty(t *rapid.T) {
 	{
 		in := genInput(t)
-		p := decide(in)
-		if q := decide(in); fmt.Sprint(p) != fmt.Sprint(q) {
+		p := Decide(in)
+		if q := Decide(in); fmt.Sprint(p) != fmt.Sprint(q) {
 			t.Fatalf("not deterministic: %v vs %v", p, q)
 		}
 		st := in.State.State
@@ -138,34 +139,34 @@ func guardProperty(t *rapid.T) {
 			recorded[r.HostUID] = r
 		}
 		for _, a := range p.Actions {
-			if a.Type == record {
+			if a.Type == Record {
 				recorded[a.Record.HostUID] = a.Record
 			}
 		}
 		for _, a := range p.Actions {
 			switch a.Type {
-			case createMember, deleteMember, adopt, markRetained:
+			case CreateMember, DeleteMember, Adopt, MarkRetained:
 				if down {
 					t.Fatalf("%s while the member is %s: %+v", a.Type, st, p.Actions)
 				}
 			}
-			if a.Type == dropRecord && a.Reason == "MemberPodGone" && a.ConfirmNoPodFor != a.HostUID {
+			if a.Type == DropRecord && a.Reason == "MemberPodGone" && a.ConfirmNoPodFor != a.HostUID {
 				t.Fatalf("record dropped on the member cache's word that its member pod is gone: %+v", p.Actions)
 			}
-			if a.Type == failHost && a.ConfirmGone == "" {
+			if a.Type == FailHost && a.ConfirmGone == "" {
 				t.Fatalf("host pod failed on the member cache's word alone: %+v", p.Actions)
 			}
-			if _, owed := recorded[hostUID(in)]; a.Type == finishHost && rel == relNone && !owed &&
-				in.Host.Annotations[AnnotationMemberUID] != "" && a.ConfirmGone == "" {
+			if _, owed := recorded[hostUID(in)]; a.Type == FinishHost && rel == relNone && !owed &&
+				in.Host.Annotations[podmeta.AnnotationMemberUID] != "" && a.ConfirmGone == "" {
 				t.Fatalf("host pod finished on the member cache's word that its member pod is gone: %+v", p.Actions)
 			}
-			if a.Type == createMember && len(in.OtherCopies) > 0 && stableIdentity(ownerOf(in.Host), &in.Host.Spec) {
+			if a.Type == CreateMember && len(in.OtherCopies) > 0 && StableIdentity(podmeta.OwnerOf(in.Host), &in.Host.Spec) {
 				t.Fatalf("created while member %s holds a copy of the name: %+v", in.OtherCopies[0].Cluster, p.Actions)
 			}
-			if a.Type == deleteMember && in.Policy != Forward {
+			if a.Type == DeleteMember && in.Policy != podmeta.Forward {
 				checkDelete(t, in, rel, a)
 			}
-			if a.Type == finishHost && rel == relSame {
+			if a.Type == FinishHost && rel == relSame {
 				r, ok := recorded[string(in.Host.UID)]
 				if !ok {
 					t.Fatalf("host pod finished while its member pod runs, with no pending delete: %+v", p.Actions)
@@ -178,19 +179,19 @@ func guardProperty(t *rapid.T) {
 	}
 }
 
-func hostUID(in input) string {
+func hostUID(in Input) string {
 	if in.Host == nil {
 		return ""
 	}
 	return string(in.Host.UID)
 }
 
-func checkDelete(t *rapid.T, in input, rel relation, a action) {
+func checkDelete(t *rapid.T, in Input, rel relation, a Action) {
 	mp := in.Member
-	owner := mp.Labels[LabelHostUID]
-	if in.Host != nil && (owner == string(in.Host.UID) || in.Host.Annotations[AnnotationMemberUID] == string(mp.UID)) {
+	owner := mp.Labels[podmeta.LabelHostUID]
+	if in.Host != nil && (owner == string(in.Host.UID) || in.Host.Annotations[podmeta.AnnotationMemberUID] == string(mp.UID)) {
 		// This host pod's own member pod: only for a delete someone asked for.
-		if c := CauseOf(in.Host); isEvictionCause(c) || in.Host.DeletionTimestamp == nil {
+		if c := podmeta.CauseOf(in.Host); podmeta.IsEvictionCause(c) || in.Host.DeletionTimestamp == nil {
 			t.Fatalf("deleted the member pod of host pod being evicted (%q) under %s: %s", c, in.Policy, a.Reason)
 		}
 		return
@@ -201,7 +202,7 @@ func checkDelete(t *rapid.T, in input, rel relation, a action) {
 	r := recordFor(in.Records, owner)
 	if in.Host != nil && rel == relOther {
 		// The name is needed: allowed unless the pod could be adopted.
-		if (r == nil || isEvictionCause(r.Cause)) && mp.Annotations[annotationSpecHash] == in.DesiredHash && !isTerminal(mp) {
+		if (r == nil || podmeta.IsEvictionCause(r.Cause)) && mp.Annotations[podmeta.AnnotationSpecHash] == in.DesiredHash && !podmeta.IsTerminal(mp) {
 			t.Fatalf("deleted an adoptable member pod: %s", a.Reason)
 		}
 		return
@@ -209,10 +210,10 @@ func checkDelete(t *rapid.T, in input, rel relation, a action) {
 	if r == nil {
 		t.Fatalf("deleted an orphan without a record (%s)", a.Reason)
 	}
-	if !isEvictionCause(r.Cause) {
+	if !podmeta.IsEvictionCause(r.Cause) {
 		return // an owed user delete
 	}
-	if in.Policy != Retain && movedAway(in, *r, mp) {
+	if in.Policy != podmeta.Retain && movedAway(in, *r, mp) {
 		return // a stable identity's old copy goes before its replacement starts
 	}
 	if r.Kind != deletes.Deferred {

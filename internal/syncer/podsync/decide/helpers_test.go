@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"time"
@@ -10,37 +10,25 @@ import (
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podtest"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/translate"
 )
 
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// The shared fixtures (podtest), by their short names.
+var (
+	t0      = podtest.T0
+	hostPod = podtest.HostPod
+)
 
 const (
-	testCluster = "member-a"
-	// testHost is the host's identity.
-	testHost = "host-a"
-	testLeaf = "leaf-member-a"
+	testCluster = podtest.Cluster
+	testHost    = podtest.Host
+	testLeaf    = podtest.Leaf
 )
 
-func hostPod(uid string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "web-0", Namespace: "apps", UID: types.UID(uid),
-			Labels:            map[string]string{"app": "web"},
-			CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)),
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "sts-uid", Controller: ptr.To(true),
-			}},
-		},
-		Spec: corev1.PodSpec{
-			NodeName:   testLeaf,
-			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-}
-
 func withFinalizer(p *corev1.Pod) *corev1.Pod {
-	p.Finalizers = append(p.Finalizers, FinalizerMemberPod)
+	p.Finalizers = append(p.Finalizers, podmeta.FinalizerMemberPod)
 	return p
 }
 
@@ -48,7 +36,7 @@ func withMemberUID(p *corev1.Pod, uid string) *corev1.Pod {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[AnnotationMemberUID] = uid
+	p.Annotations[podmeta.AnnotationMemberUID] = uid
 	return p
 }
 
@@ -57,7 +45,7 @@ func withMemberUID(p *corev1.Pod, uid string) *corev1.Pod {
 func deleted(p *corev1.Pod, at time.Time, grace int64, cause string) *corev1.Pod {
 	p.DeletionTimestamp = ptr.To(metav1.NewTime(at.Add(time.Duration(grace) * time.Second)))
 	p.DeletionGracePeriodSeconds = ptr.To(grace)
-	if cause != causeNone {
+	if cause != podmeta.CauseNone {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
 			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: cause,
 		})
@@ -67,7 +55,7 @@ func deleted(p *corev1.Pod, at time.Time, grace int64, cause string) *corev1.Pod
 
 // memberOf is the member pod leafsync made for hp.
 func memberOf(hp *corev1.Pod, uid string) *corev1.Pod {
-	mp, _ := memberPod(hp, testCluster, testLeaf, testHost)
+	mp, _ := translate.MemberPod(hp, testCluster, testLeaf, testHost)
 	mp.UID = types.UID(uid)
 	mp.Status.Phase = corev1.PodRunning
 	return mp
@@ -82,20 +70,20 @@ func status(s hysteresis.State) hysteresis.Status {
 	return st
 }
 
-func newInput(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) input {
-	in := input{
-		Now: t0, HostNow: t0, Cluster: testCluster, HostIdentity: testHost, State: status(st), Policy: DeferUntilReplaced,
+func newInput(st hysteresis.State, hp, mp *corev1.Pod, recs ...deletes.PendingDelete) Input {
+	in := Input{
+		Now: t0, HostNow: t0, Cluster: testCluster, HostIdentity: testHost, State: status(st), Policy: podmeta.DeferUntilReplaced,
 		MaxDeferral: 10 * time.Minute, ReapAfter: time.Minute,
 		Host: hp, Member: mp, Records: recs,
 	}
 	if hp != nil {
-		in.DesiredHash = hostSpecHash(hp)
+		in.DesiredHash = translate.HostSpecHash(hp)
 	}
 	return in
 }
 
-func types_(p plan) []actionType {
-	out := make([]actionType, len(p.Actions))
+func types_(p Plan) []ActionType {
+	out := make([]ActionType, len(p.Actions))
 	for i, a := range p.Actions {
 		out[i] = a.Type
 	}
@@ -103,11 +91,21 @@ func types_(p plan) []actionType {
 }
 
 // Has reports whether the plan holds an action of type t (tests only).
-func (p plan) Has(t actionType) bool {
+func (p Plan) Has(t ActionType) bool {
 	for _, a := range p.Actions {
 		if a.Type == t {
 			return true
 		}
 	}
 	return false
+}
+
+// Get returns the first action of type t (tests only).
+func (p Plan) Get(t ActionType) (Action, bool) {
+	for _, a := range p.Actions {
+		if a.Type == t {
+			return a, true
+		}
+	}
+	return Action{}, false
 }

@@ -1,4 +1,6 @@
-package podsync
+// Package translate builds the member pod leafsync creates for a host pod
+// (MemberPod), the hash of its spec, and the host objects it references.
+package translate
 
 import (
 	"crypto/sha256"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/internal/syncer/member"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/reflector"
 )
 
@@ -19,7 +22,7 @@ import (
 // its own control plane; it is never copied.
 const kubeRootCA = "kube-root-ca.crt"
 
-// memberPod builds the member pod for a host pod bound to leaf, and returns
+// MemberPod builds the member pod for a host pod bound to leaf, and returns
 // it with the hash of its spec (AnnotationSpecHash).
 //
 // The spec is the host's, minus what only means something in the host:
@@ -33,29 +36,29 @@ const kubeRootCA = "kube-root-ca.crt"
 // member mounts that ServiceAccount's own token as usual.
 //
 // Its labels say which host (host, the host's identity) and cluster it
-// belongs to (ownedBy).
-func memberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string) {
-	spec := memberSpec(hp)
+// belongs to (podmeta.OwnedBy).
+func MemberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string) {
+	spec := MemberSpec(hp)
 	hash := specHash(&spec)
 	labels := make(map[string]string, len(hp.Labels)+4)
 	for k, v := range hp.Labels {
 		labels[k] = v
 	}
-	labels[LabelManaged] = "true"
-	labels[LabelCluster] = cluster
-	labels[LabelHost] = host
-	labels[LabelHostUID] = string(hp.UID)
+	labels[podmeta.LabelManaged] = "true"
+	labels[podmeta.LabelCluster] = cluster
+	labels[podmeta.LabelHost] = host
+	labels[podmeta.LabelHostUID] = string(hp.UID)
 	annotations := map[string]string{}
 	for k, v := range hp.Annotations {
-		if k == corev1.LastAppliedConfigAnnotation || k == AnnotationMemberUID {
+		if k == corev1.LastAppliedConfigAnnotation || k == podmeta.AnnotationMemberUID {
 			continue
 		}
 		annotations[k] = v
 	}
-	annotations[annotationLeaf] = leaf
-	annotations[annotationSpecHash] = hash
-	if o := ownerOf(hp); o != "" {
-		annotations[annotationOwner] = o
+	annotations[podmeta.AnnotationLeaf] = leaf
+	annotations[podmeta.AnnotationSpecHash] = hash
+	if o := podmeta.OwnerOf(hp); o != "" {
+		annotations[podmeta.AnnotationOwner] = o
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -68,9 +71,9 @@ func memberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string)
 	}, hash
 }
 
-// hostSpecHash is the hash MemberPod would give the host pod's member spec.
-func hostSpecHash(hp *corev1.Pod) string {
-	spec := memberSpec(hp)
+// HostSpecHash is the hash MemberPod would give the host pod's member spec.
+func HostSpecHash(hp *corev1.Pod) string {
+	spec := MemberSpec(hp)
 	return specHash(&spec)
 }
 
@@ -83,7 +86,7 @@ func specHash(spec *corev1.PodSpec) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-func memberSpec(hp *corev1.Pod) corev1.PodSpec {
+func MemberSpec(hp *corev1.Pod) corev1.PodSpec {
 	s := *hp.Spec.DeepCopy()
 	s.NodeName = ""
 	s.NodeSelector = nil
@@ -112,7 +115,7 @@ func memberSpec(hp *corev1.Pod) corev1.PodSpec {
 
 	// ServiceAccount: never the host's token.
 	s.DeprecatedServiceAccount = ""
-	if sa := hp.Annotations[AnnotationMemberServiceAccount]; sa != "" {
+	if sa := hp.Annotations[podmeta.AnnotationMemberServiceAccount]; sa != "" {
 		s.ServiceAccountName = sa
 		s.AutomountServiceAccountToken = nil
 	} else {
@@ -159,10 +162,10 @@ func keepMounts(ms []corev1.VolumeMount, removed map[string]bool) []corev1.Volum
 	return out
 }
 
-// references returns the ConfigMaps and Secrets a pod spec uses (volumes,
+// References returns the ConfigMaps and Secrets a pod spec uses (volumes,
 // projected sources, env, envFrom, image pull secrets), sorted, without
 // kube-root-ca.crt (every member namespace has its own).
-func references(spec *corev1.PodSpec) []reflector.Ref {
+func References(spec *corev1.PodSpec) []reflector.Ref {
 	type ref struct{ kind, name string }
 	required := map[ref]bool{} // false: only optional uses so far
 	add := func(kind, name string, optional *bool) {

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"sort"
@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // chooseReplacement returns the replacement of a deferred delete among the
@@ -27,14 +28,14 @@ import (
 //     unknown, takes any).
 //   - A pod without an owner has no replacement (MaxDeferral bounds it).
 func chooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, pods []*corev1.Pod) (uid string, ready bool) {
-	kind, _ := splitOwner(r.Owner)
+	kind, _ := podmeta.SplitOwner(r.Owner)
 	switch {
 	case r.Owner == "":
 		return "", false
 	case kind == "StatefulSet":
 		for _, p := range pods {
-			if p.Name == r.Name && string(p.UID) != r.HostUID && ownerOf(p) == r.Owner && alive(p) {
-				return string(p.UID), isReady(p)
+			if p.Name == r.Name && string(p.UID) != r.HostUID && podmeta.OwnerOf(p) == r.Owner && alive(p) {
+				return string(p.UID), podmeta.IsReady(p)
 			}
 		}
 		return "", false
@@ -42,7 +43,7 @@ func chooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, 
 	if r.Replacement != "" {
 		for _, p := range pods {
 			if string(p.UID) == r.Replacement && alive(p) {
-				return r.Replacement, isReady(p)
+				return r.Replacement, podmeta.IsReady(p)
 			}
 		}
 	}
@@ -50,7 +51,7 @@ func chooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, 
 	var cands []*corev1.Pod
 	for _, p := range pods {
 		uid := string(p.UID)
-		if ownerOf(p) != r.Owner || !alive(p) || taken[uid] || pending[uid] || uid == r.HostUID {
+		if podmeta.OwnerOf(p) != r.Owner || !alive(p) || taken[uid] || pending[uid] || uid == r.HostUID {
 			continue
 		}
 		if !r.HostDeletedAt.IsZero() && p.CreationTimestamp.Time.Before(earliest) {
@@ -68,8 +69,8 @@ func chooseReplacement(r deletes.PendingDelete, taken, pending map[string]bool, 
 		}
 		return cands[i].Name < cands[j].Name
 	})
-	return string(cands[0].UID), isReady(cands[0])
+	return string(cands[0].UID), podmeta.IsReady(cands[0])
 }
 
 // alive: not being deleted and not finished.
-func alive(p *corev1.Pod) bool { return p.DeletionTimestamp == nil && !isTerminal(p) }
+func alive(p *corev1.Pod) bool { return p.DeletionTimestamp == nil && !podmeta.IsTerminal(p) }

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 func withOwner(p *corev1.Pod, kind string) *corev1.Pod {
@@ -22,7 +23,7 @@ func withOwner(p *corev1.Pod, kind string) *corev1.Pod {
 // another member (not confirmed down) holds a copy of its name; other pods
 // are created as before.
 func TestCreationHeldForOldCopy(t *testing.T) {
-	held := []otherCopy{{Cluster: "member-b", HostUID: "h0"}}
+	held := []OtherCopy{{Cluster: "member-b", HostUID: "h0"}}
 	bare := hostPod("h1")
 	bare.OwnerReferences = nil
 	bare.Spec.Hostname = "web-0"
@@ -38,26 +39,26 @@ func TestCreationHeldForOldCopy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := newInput(hysteresis.Ready, c.hp, nil)
 			in.OtherCopies = held
-			p := decide(in)
+			p := Decide(in)
 			if !c.held {
-				wantActions(t, p, addFinalizer, createMember)
+				wantActions(t, p, AddFinalizer, CreateMember)
 				return
 			}
-			wantActions(t, p, event)
-			if a, _ := p.Get(event); a.Reason != reasonWaitingForOldCopy {
+			wantActions(t, p, Event)
+			if a, _ := p.Get(Event); a.Reason != reasonWaitingForOldCopy {
 				t.Errorf("event reason %s", a.Reason)
 			}
-			if p.Result.RequeueAfter != replacementPoll {
-				t.Errorf("requeue %s, want %s", p.Result.RequeueAfter, replacementPoll)
+			if p.RequeueAfter != replacementPoll {
+				t.Errorf("requeue %s, want %s", p.RequeueAfter, replacementPoll)
 			}
 			in.OtherCopies = nil
-			wantActions(t, decide(in), addFinalizer, createMember)
+			wantActions(t, Decide(in), AddFinalizer, CreateMember)
 		})
 	}
 	t.Run("a member that cannot be read holds it too", func(t *testing.T) {
 		in := newInput(hysteresis.Ready, hostPod("h1"), nil)
-		in.OtherCopies = []otherCopy{{Cluster: "member-b", Err: "timeout"}}
-		wantActions(t, decide(in), event)
+		in.OtherCopies = []OtherCopy{{Cluster: "member-b", Err: "timeout"}}
+		wantActions(t, Decide(in), Event)
 	})
 }
 
@@ -66,32 +67,32 @@ func TestCreationHeldForOldCopy(t *testing.T) {
 // Deployment's keeps DeferUntilReplaced, Retain keeps it.
 func TestOldCopyDeletedWhenIdentityMoves(t *testing.T) {
 	mp := memberOf(hostPod("h1"), "m1")
-	deferred := owed(CauseTaintManager)
+	deferred := owed(podmeta.CauseTaintManager)
 	deferred.Kind, deferred.Since = deletes.Deferred, t0.Add(-time.Second)
 	moved := map[string]string{"h1": "leaf-member-b"}
-	for _, r := range []deletes.PendingDelete{deferred, owed(CauseTaintManager), owed(causePodGC)} {
+	for _, r := range []deletes.PendingDelete{deferred, owed(podmeta.CauseTaintManager), owed(podmeta.CausePodGC)} {
 		in := newInput(hysteresis.Ready, nil, mp, r)
 		in.IdentityMoved = moved
-		p := decide(in)
-		wantActions(t, p, deleteMember)
-		if a, _ := p.Get(deleteMember); a.Reason != reasonOldCopyDeleted || a.MemberUID != "m1" || a.HostUID != "h1" {
+		p := Decide(in)
+		wantActions(t, p, DeleteMember)
+		if a, _ := p.Get(DeleteMember); a.Reason != reasonOldCopyDeleted || a.MemberUID != "m1" || a.HostUID != "h1" {
 			t.Errorf("%s record: delete %+v", r.Kind, a)
 		}
 	}
 	t.Run("not before the name moves", func(t *testing.T) {
-		wantActions(t, decide(newInput(hysteresis.Ready, nil, mp, deferred)))
+		wantActions(t, Decide(newInput(hysteresis.Ready, nil, mp, deferred)))
 	})
 	t.Run("not while the member is not Ready", func(t *testing.T) {
 		in := newInput(hysteresis.Suspect, nil, mp, deferred)
 		in.IdentityMoved = moved
-		wantActions(t, decide(in))
+		wantActions(t, Decide(in))
 	})
 	t.Run("Retain keeps it", func(t *testing.T) {
 		r := deferred
 		r.Kind = deletes.Retained
 		in := newInput(hysteresis.Ready, nil, mp, r)
-		in.Policy, in.IdentityMoved = Retain, moved
-		wantActions(t, decide(in))
+		in.Policy, in.IdentityMoved = podmeta.Retain, moved
+		wantActions(t, Decide(in))
 	})
 	t.Run("a Deployment's waits for its replacement", func(t *testing.T) {
 		hp := withOwner(hostPod("h1"), "ReplicaSet")
@@ -99,12 +100,12 @@ func TestOldCopyDeletedWhenIdentityMoves(t *testing.T) {
 		r.Owner = "ReplicaSet/web"
 		in := newInput(hysteresis.Ready, nil, memberOf(hp, "m1"), r)
 		in.IdentityMoved = moved
-		wantActions(t, decide(in))
+		wantActions(t, Decide(in))
 	})
 }
 
 func TestMovedTo(t *testing.T) {
-	r := owed(CauseTaintManager)
+	r := owed(podmeta.CauseTaintManager)
 	pod := func(uid, node string) *corev1.Pod {
 		p := hostPod(uid)
 		p.Spec.NodeName = node
@@ -131,7 +132,7 @@ func TestMovedTo(t *testing.T) {
 		for _, p := range c.pods {
 			uids = append(uids, p.UID)
 		}
-		if got := movedTo(r, testLeaf, c.pods); got != c.want {
+		if got := MovedTo(r, testLeaf, c.pods); got != c.want {
 			t.Errorf("movedTo(%v) = %q, want %q", uids, got, c.want)
 		}
 	}

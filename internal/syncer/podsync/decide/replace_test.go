@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 func ownedPod(name, uid, ownerKind, owner string, created time.Time, ready bool) *corev1.Pod {
@@ -28,7 +29,7 @@ func ownedPod(name, uid, ownerKind, owner string, created time.Time, ready bool)
 
 func deferred(name, uid, owner string, deletedAt time.Time) deletes.PendingDelete {
 	return deletes.PendingDelete{Kind: deletes.Deferred, Namespace: "apps", Name: name, HostUID: uid, Owner: owner,
-		Cause: CauseTaintManager, Since: t0, HostDeletedAt: deletedAt}
+		Cause: podmeta.CauseTaintManager, Since: t0, HostDeletedAt: deletedAt}
 }
 
 func choose(t *testing.T, r deletes.PendingDelete, taken []string, pods []*corev1.Pod, wantUID string, wantReady bool) {
@@ -106,7 +107,7 @@ func TestReplacementOrphanAndNoOwner(t *testing.T) {
 	const rs = "ReplicaSet/web-5d8"
 	pods := []*corev1.Pod{ownedPod("web-5d8-kept", "kept", "ReplicaSet", "web-5d8", t0.Add(-time.Hour), true)}
 	orphan := deferred("web-5d8-o", "orphan", rs, time.Time{})
-	orphan.Cause = causeOrphan
+	orphan.Cause = podmeta.CauseOrphan
 	choose(t, orphan, nil, pods, "kept", true)
 	choose(t, orphan, []string{"kept"}, pods, "", false)
 	choose(t, deferred("bare", "old", "", t0), nil, pods, "", false)

@@ -1,4 +1,4 @@
-package podsync
+package decide
 
 import (
 	"fmt"
@@ -10,56 +10,56 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/leafsync/leafsync/hysteresis"
-	"github.com/leafsync/leafsync/internal/runner"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
-// actionType is one step of a plan.
-type actionType string
+// ActionType is one step of a plan.
+type ActionType string
 
 // actions a plan may hold, carried out in order by the Controller.
 const (
-	// addFinalizer puts FinalizerMemberPod on the host pod.
-	addFinalizer actionType = "AddFinalizer"
-	// removeFinalizer takes it off (the host pod is not being deleted).
-	removeFinalizer actionType = "RemoveFinalizer"
-	// createMember creates the namespace, the ConfigMaps and Secrets the
+	// AddFinalizer puts FinalizerMemberPod on the host pod.
+	AddFinalizer ActionType = "AddFinalizer"
+	// RemoveFinalizer takes it off (the host pod is not being deleted).
+	RemoveFinalizer ActionType = "RemoveFinalizer"
+	// CreateMember creates the namespace, the ConfigMaps and Secrets the
 	// pod uses, and the member pod; then records the member pod's UID on
 	// the host pod.
-	createMember actionType = "CreateMember"
-	// setMemberUID records MemberUID on the host pod (AnnotationMemberUID).
-	setMemberUID actionType = "SetMemberUID"
-	// syncStatus mirrors the member pod's status to the host pod.
-	syncStatus actionType = "SyncStatus"
-	// failHost marks the host pod Failed (its member pod is gone).
-	failHost actionType = "FailHost"
-	// finishHost removes the finalizer and deletes the host pod with grace
+	CreateMember ActionType = "CreateMember"
+	// SetMemberUID records MemberUID on the host pod (AnnotationMemberUID).
+	SetMemberUID ActionType = "SetMemberUID"
+	// SyncStatus mirrors the member pod's status to the host pod.
+	SyncStatus ActionType = "SyncStatus"
+	// FailHost marks the host pod Failed (its member pod is gone).
+	FailHost ActionType = "FailHost"
+	// FinishHost removes the finalizer and deletes the host pod with grace
 	// 0. With Persist, only once the Keeper has written every change.
-	finishHost actionType = "FinishHost"
-	// deleteMember deletes the member pod (UID precondition) with Grace.
-	deleteMember actionType = "DeleteMember"
-	// record adds or replaces (by HostUID) a pending delete.
-	record actionType = "Record"
-	// dropRecord removes the pending delete of HostUID.
-	dropRecord actionType = "DropRecord"
-	// adopt relabels the member pod (MemberUID) for the current host pod.
-	adopt actionType = "Adopt"
-	// markRetained annotates the member pod as an orphan kept by Retain.
-	markRetained actionType = "MarkRetained"
-	// event records an event (on the host pod, or the leaf when there is
+	FinishHost ActionType = "FinishHost"
+	// DeleteMember deletes the member pod (UID precondition) with Grace.
+	DeleteMember ActionType = "DeleteMember"
+	// Record adds or replaces (by HostUID) a pending delete.
+	Record ActionType = "Record"
+	// DropRecord removes the pending delete of HostUID.
+	DropRecord ActionType = "DropRecord"
+	// Adopt relabels the member pod (MemberUID) for the current host pod.
+	Adopt ActionType = "Adopt"
+	// MarkRetained annotates the member pod as an orphan kept by Retain.
+	MarkRetained ActionType = "MarkRetained"
+	// Event records an Event (on the host pod, or the leaf when there is
 	// no host pod).
-	event actionType = "Event"
-	// markEvictionRefused notes on the host pod (AnnotationEvictionRefused
+	Event ActionType = "Event"
+	// MarkEvictionRefused notes on the host pod (AnnotationEvictionRefused
 	// = Reason) that the taint manager's eviction was refused.
-	markEvictionRefused actionType = "MarkEvictionRefused"
-	// evictHost evicts the host pod as the taint manager does: the
+	MarkEvictionRefused ActionType = "MarkEvictionRefused"
+	// EvictHost evicts the host pod as the taint manager does: the
 	// DisruptionTarget condition, then a DELETE (UID precondition).
-	evictHost actionType = "EvictHost"
+	EvictHost ActionType = "EvictHost"
 )
 
-// action is one step of a plan.
-type action struct {
-	Type actionType
+// Action is one step of a plan.
+type Action struct {
+	Type ActionType
 	// Reason (CamelCase) and Message explain the step (Events, logs).
 	Reason  string
 	Message string
@@ -80,7 +80,7 @@ type action struct {
 	// Outcome is what the step does with a host deletion of Cause (the
 	// DisruptionTarget reason), for leafsync_pod_deletes_total; "" for
 	// none.
-	Outcome outcome
+	Outcome Outcome
 	Cause   string
 	// ForUserTaint, on MarkEvictionRefused: the refused eviction was for a
 	// user's NoExecute taint, which leafsync carries out itself; nothing
@@ -98,21 +98,21 @@ type action struct {
 	ConfirmNoPodFor string
 }
 
-// outcome is what pod sync did with a host deletion.
-type outcome string
+// Outcome is what pod sync did with a host deletion.
+type Outcome string
 
 // Outcomes of a host deletion (label outcome of leafsync_pod_deletes_total).
 const (
-	outcomeForwarded outcome = "forwarded"
-	outcomeOwed      outcome = "owed"
-	outcomeDeferred  outcome = "stale_deferred"
-	outcomeRetained  outcome = "stale_retained"
-	outcomeReaped    outcome = "reaped"
-	outcomeAdopted   outcome = "adopted"
+	outcomeForwarded Outcome = "forwarded"
+	outcomeOwed      Outcome = "owed"
+	outcomeDeferred  Outcome = "stale_deferred"
+	outcomeRetained  Outcome = "stale_retained"
+	outcomeReaped    Outcome = "reaped"
+	outcomeAdopted   Outcome = "adopted"
 )
 
 // recordOutcome is the outcome of recording a host deletion as r.
-func recordOutcome(r deletes.PendingDelete) outcome {
+func recordOutcome(r deletes.PendingDelete) Outcome {
 	switch r.Kind {
 	case deletes.Owed:
 		return outcomeOwed
@@ -124,36 +124,26 @@ func recordOutcome(r deletes.PendingDelete) outcome {
 	return ""
 }
 
-// plan is what decide wants done for one pod name.
-type plan struct {
-	Actions []action
-	// Result says when to look again (RequeueAfter 0: only on change).
-	Result runner.Result
+// Plan is what decide wants done for one pod name.
+type Plan struct {
+	Actions []Action
+	// RequeueAfter says when to look again (0: only on change).
+	RequeueAfter time.Duration
 }
 
-func (p *plan) add(a ...action) { p.Actions = append(p.Actions, a...) }
+func (p *Plan) add(a ...Action) { p.Actions = append(p.Actions, a...) }
 
-func (p *plan) requeue(d time.Duration) {
+func (p *Plan) requeue(d time.Duration) {
 	if d <= 0 {
 		d = time.Millisecond
 	}
-	if p.Result.RequeueAfter == 0 || d < p.Result.RequeueAfter {
-		p.Result.RequeueAfter = d
+	if p.RequeueAfter == 0 || d < p.RequeueAfter {
+		p.RequeueAfter = d
 	}
 }
 
-// Get returns the first action of type t.
-func (p plan) Get(t actionType) (action, bool) {
-	for _, a := range p.Actions {
-		if a.Type == t {
-			return a, true
-		}
-	}
-	return action{}, false
-}
-
-// input is everything decide looks at for one namespace/name in one member.
-type input struct {
+// Input is everything decide looks at for one namespace/name in one member.
+type Input struct {
 	// Now is leafsync's clock: compared only with leafsync's own times
 	// (State, Records).
 	Now time.Time
@@ -168,39 +158,39 @@ type input struct {
 	// State is the member's hysteresis status.
 	State hysteresis.Status
 	// Policy is the member's stale-eviction policy.
-	Policy Policy
+	Policy podmeta.Policy
 	// MaxDeferral bounds DeferUntilReplaced; ReapAfter is how long a host
 	// pod may stay Terminating on a leaf confirmed down.
 	MaxDeferral, ReapAfter time.Duration
 	// Host is the host pod of this name bound to the member's leaf (nil:
 	// none). Member is the member pod of this name (nil: none).
 	Host, Member *corev1.Pod
-	// DesiredHash is hostSpecHash(Host).
+	// DesiredHash is translate.HostSpecHash(Host).
 	DesiredHash string
 	// Records are the pending deletes of this namespace/name.
 	Records []deletes.PendingDelete
 	// Replacements are the host pods that may replace a deferred delete
 	// of Records, or one decide defers now (nil: not known yet, or the
 	// member is not Ready). decide chooses the replacement.
-	Replacements *replacements
+	Replacements *Replacements
 	// LeafTaints are the leaf Node's taints now: a taint-manager delete
 	// whose NoExecute taint still holds is not stale.
 	LeafTaints []corev1.Taint
 	// Admission is what the member's owner agreed to run.
-	Admission Admission
+	Admission podmeta.Admission
 	// OtherCopies are leafsync's copies of this name in other members not
 	// confirmed down, made for other host pods (looked up, for a host pod
 	// with a stable identity about to be created, in their caches and by a
 	// live read; identity.go).
-	OtherCopies []otherCopy
+	OtherCopies []OtherCopy
 	// IdentityMoved maps the host UIDs of Records to the node (not this
 	// leaf) that a new live host pod of their name is bound to.
 	IdentityMoved map[string]string
 }
 
-// replacements are the host pods of a namespace and how they are bound to
+// Replacements are the host pods of a namespace and how they are bound to
 // pending deletes: one host pod replaces one deleted pod, in every member.
-type replacements struct {
+type Replacements struct {
 	// Pods are the host pods of the namespace (on any node).
 	Pods []*corev1.Pod
 	// Assigned maps a replacement's UID to the host UID of the pending
@@ -215,7 +205,7 @@ type replacements struct {
 // (chooseReplacement), and says whether that replacement is Ready. A
 // StatefulSet's replacement is its name's next pod, never bound. Without
 // Replacements r is returned as it is, not replaced.
-func (in input) replacementOf(r deletes.PendingDelete) (deletes.PendingDelete, bool) {
+func (in Input) replacementOf(r deletes.PendingDelete) (deletes.PendingDelete, bool) {
 	rs := in.Replacements
 	if rs == nil {
 		return r, false
@@ -227,16 +217,16 @@ func (in input) replacementOf(r deletes.PendingDelete) (deletes.PendingDelete, b
 		}
 	}
 	uid, ready := chooseReplacement(r, taken, rs.Pending, rs.Pods)
-	if kind, _ := splitOwner(r.Owner); kind != "StatefulSet" {
+	if kind, _ := podmeta.SplitOwner(r.Owner); kind != "StatefulSet" {
 		r.Replacement = uid
 	}
 	return r, uid != "" && ready
 }
 
 // deferRecord is the Record of a deferred delete, bound to its replacement.
-func (in input) deferRecord(r deletes.PendingDelete) action {
+func (in Input) deferRecord(r deletes.PendingDelete) Action {
 	r, _ = in.replacementOf(r)
-	return action{Type: record, Record: r}
+	return Action{Type: Record, Record: r}
 }
 
 // lifecycleTaints are the NoExecute taints node lifecycle sets on a node
@@ -249,10 +239,10 @@ var lifecycleTaints = map[string]bool{corev1.TaintNodeUnreachable: true, corev1.
 // lifecycle's (a user's maintenance taint, node.kubernetes.io/out-of-service)
 // that the pod does not tolerate is on the leaf now.
 func staleEviction(hp *corev1.Pod, cause string, leafTaints []corev1.Taint) bool {
-	if !isEvictionCause(cause) {
+	if !podmeta.IsEvictionCause(cause) {
 		return false
 	}
-	if cause != CauseTaintManager {
+	if cause != podmeta.CauseTaintManager {
 		return true
 	}
 	for i := range leafTaints {
@@ -277,7 +267,7 @@ func tolerates(hp *corev1.Pod, t *corev1.Taint) bool {
 // controller made their replacement when the host pod went; keeping the old
 // one would run the work twice, then kill it mid-run.
 func runsOnce(owner string) bool {
-	kind, _ := splitOwner(owner)
+	kind, _ := podmeta.SplitOwner(owner)
 	return kind == "Job"
 }
 
@@ -301,37 +291,16 @@ const (
 	relOther                   // leafsync's, for another host pod of this name
 )
 
-// ours reports whether a member pod is one leafsync created for this
-// host's registration of cluster.
-func ours(mp *corev1.Pod, cluster, host string) bool {
-	return ownedBy(mp.Labels, cluster, host) && mp.Labels[LabelHostUID] != ""
-}
-
-// ownedBy reports whether a member object's labels say this host's
-// leafsync created it for cluster: managed, the cluster's, and the host's
-// identity. An object without LabelHost was created by a leafsync older
-// than the label; it counts as this host's because pod sync runs only for
-// a member whose claim this host holds (internal/syncer/clusters), so no other host
-// registers the member under this cluster name. An object with another
-// host's identity is never deleted, adopted or relabelled.
-func ownedBy(l map[string]string, cluster, host string) bool {
-	if l[LabelManaged] != "true" || l[LabelCluster] != cluster {
-		return false
-	}
-	h, labelled := l[LabelHost]
-	return !labelled || (h != "" && h == host)
-}
-
-func relate(in input) relation {
+func relate(in Input) relation {
 	mp := in.Member
 	switch {
 	case mp == nil:
 		return relNone
-	case !ours(mp, in.Cluster, in.HostIdentity):
+	case !podmeta.Ours(mp, in.Cluster, in.HostIdentity):
 		return relForeign
-	case in.Host != nil && mp.Labels[LabelHostUID] == string(in.Host.UID):
+	case in.Host != nil && mp.Labels[podmeta.LabelHostUID] == string(in.Host.UID):
 		return relSame
-	case in.Host != nil && in.Host.Annotations[AnnotationMemberUID] == string(mp.UID):
+	case in.Host != nil && in.Host.Annotations[podmeta.AnnotationMemberUID] == string(mp.UID):
 		// Adopted: the host pod recorded this member pod's UID after
 		// relabelling it; the cache has not seen the new label yet.
 		return relSame
@@ -371,12 +340,12 @@ func reapWait(hp *corev1.Pod, st hysteresis.Status, reapAfter time.Duration, now
 	return max(terminatingSince(hp).Add(reapAfter).Sub(hostNow), down.Add(reapAfter).Sub(now))
 }
 
-// decide is the pure decision of pod sync for one namespace/name in one
+// Decide is the pure decision of pod sync for one namespace/name in one
 // member: given the host pod, the member pod, the member's state and the
 // pending deletes, what to do next. It is level-based: run again after
 // the plan is carried out, it goes on from where things are.
-func decide(in input) plan {
-	var p plan
+func Decide(in Input) Plan {
+	var p Plan
 	hostUID := ""
 	if in.Host != nil {
 		hostUID = string(in.Host.UID)
@@ -397,18 +366,18 @@ func decide(in input) plan {
 	return p
 }
 
-func (in input) del(mp *corev1.Pod, grace *int64, reason, msg string) action {
-	return action{Type: deleteMember, MemberUID: mp.UID, HostUID: mp.Labels[LabelHostUID], Grace: grace, Reason: reason, Message: msg}
+func (in Input) del(mp *corev1.Pod, grace *int64, reason, msg string) Action {
+	return Action{Type: DeleteMember, MemberUID: mp.UID, HostUID: mp.Labels[podmeta.LabelHostUID], Grace: grace, Reason: reason, Message: msg}
 }
 
 // decideRecord handles a pending delete whose host pod is gone (or was
 // replaced by a new pod of the same name).
-func decideRecord(in input, r deletes.PendingDelete, p *plan) {
+func decideRecord(in Input, r deletes.PendingDelete, p *Plan) {
 	if in.State.State != hysteresis.Ready {
 		return // owed and deferred deletes wait for a Ready member; a state change looks again
 	}
 	mp := in.Member
-	if mp == nil || !ours(mp, in.Cluster, in.HostIdentity) || mp.Labels[LabelHostUID] != r.HostUID {
+	if mp == nil || !podmeta.Ours(mp, in.Cluster, in.HostIdentity) || mp.Labels[podmeta.LabelHostUID] != r.HostUID {
 		p.add(dropGone(r))
 		return
 	}
@@ -419,7 +388,7 @@ func decideRecord(in input, r deletes.PendingDelete, p *plan) {
 	if in.Host != nil {
 		return // a new host pod wants this name: decideLive adopts or deletes
 	}
-	if !isEvictionCause(r.Cause) {
+	if !podmeta.IsEvictionCause(r.Cause) {
 		p.add(in.del(mp, r.GracePeriodSeconds, "OwedDeleteForwarded",
 			fmt.Sprintf("forwarding the delete (cause %q) the member missed while unreachable", causeText(r.Cause))))
 		p.requeue(waitShort)
@@ -431,21 +400,21 @@ func decideRecord(in input, r deletes.PendingDelete, p *plan) {
 			fmt.Sprintf("stale eviction (%s) of a pod of %s forwarded: its replacement already runs, keeping this one would run the work twice", r.Cause, r.Owner)))
 		p.requeue(waitShort)
 		return
-	case in.Policy == Forward:
+	case in.Policy == podmeta.Forward:
 		p.add(in.del(mp, r.GracePeriodSeconds, "StaleEvictionForwarded",
 			fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", r.Cause)))
 		p.requeue(waitShort)
 		return
-	case in.Policy != Retain && movedAway(in, r, mp):
+	case in.Policy != podmeta.Retain && movedAway(in, r, mp):
 		deleteOldCopy(in, r, mp, p)
 		return
-	case in.Policy == Retain:
+	case in.Policy == podmeta.Retain:
 		if r.Kind != deletes.Retained {
 			rr := r
 			rr.Kind, rr.Since = deletes.Retained, in.Now
-			p.add(action{Type: record, Record: rr},
-				action{Type: markRetained, MemberUID: mp.UID},
-				action{Type: event, Warning: true, Reason: "StaleEvictionRetained",
+			p.add(Action{Type: Record, Record: rr},
+				Action{Type: MarkRetained, MemberUID: mp.UID},
+				Action{Type: Event, Warning: true, Reason: "StaleEvictionRetained",
 					Message: fmt.Sprintf("member pod %s/%s kept as an orphan: stale eviction (%s), policy Retain", r.Namespace, r.Name, r.Cause)})
 		}
 		return
@@ -455,14 +424,14 @@ func decideRecord(in input, r deletes.PendingDelete, p *plan) {
 		rr := r
 		rr.Kind, rr.Since = deletes.Deferred, in.Now
 		p.add(in.deferRecord(rr),
-			action{Type: event, Reason: "StaleEvictionDeferred",
+			Action{Type: Event, Reason: "StaleEvictionDeferred",
 				Message: fmt.Sprintf("member pod %s/%s kept until its replacement is Ready (at most %s): stale eviction (%s)", r.Namespace, r.Name, in.MaxDeferral, r.Cause)})
 		p.requeue(min(replacementPoll, in.MaxDeferral))
 		return
 	}
 	rr, replaced := in.replacementOf(r)
 	if rr.Replacement != r.Replacement {
-		p.add(action{Type: record, Record: rr, Reason: "ReplacementAssigned"})
+		p.add(Action{Type: Record, Record: rr, Reason: "ReplacementAssigned"})
 	}
 	if replaced {
 		p.add(in.del(mp, r.GracePeriodSeconds, "DeferredDeleteReplaced",
@@ -482,12 +451,12 @@ func decideRecord(in input, r deletes.PendingDelete, p *plan) {
 
 // dropGone drops a record whose member pod the cache no longer shows,
 // once a live read agrees.
-func dropGone(r deletes.PendingDelete) action {
-	return action{Type: dropRecord, HostUID: r.HostUID, Reason: "MemberPodGone", ConfirmNoPodFor: r.HostUID}
+func dropGone(r deletes.PendingDelete) Action {
+	return Action{Type: DropRecord, HostUID: r.HostUID, Reason: "MemberPodGone", ConfirmNoPodFor: r.HostUID}
 }
 
 func causeText(c string) string {
-	if c == causeNone {
+	if c == podmeta.CauseNone {
 		return "DELETE"
 	}
 	return c
@@ -496,32 +465,32 @@ func causeText(c string) string {
 // decideOrphan: no host pod of this name on the leaf. A member pod of
 // leafsync's without a pending delete is an orphan (state lost, finalizer
 // removed by hand); it is handled like a stale eviction.
-func decideOrphan(in input, p *plan) {
+func decideOrphan(in Input, p *Plan) {
 	mp := in.Member
-	if mp == nil || !ours(mp, in.Cluster, in.HostIdentity) || mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
+	if mp == nil || !podmeta.Ours(mp, in.Cluster, in.HostIdentity) || mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
 		return
 	}
-	uid := mp.Labels[LabelHostUID]
+	uid := mp.Labels[podmeta.LabelHostUID]
 	if recordFor(in.Records, uid) != nil {
 		return
 	}
 	r := deletes.PendingDelete{
 		Kind: deletes.Deferred, Namespace: mp.Namespace, Name: mp.Name, HostUID: uid,
-		Cause: causeOrphan, Owner: mp.Annotations[annotationOwner], Since: in.Now,
+		Cause: podmeta.CauseOrphan, Owner: mp.Annotations[podmeta.AnnotationOwner], Since: in.Now,
 	}
 	switch in.Policy {
-	case Forward:
+	case podmeta.Forward:
 		p.add(in.del(mp, nil, "OrphanDeleted", "member pod has no host pod: policy Forward"))
 		p.requeue(waitShort)
 		return
-	case Retain:
+	case podmeta.Retain:
 		r.Kind = deletes.Retained
-		p.add(action{Type: record, Record: r}, action{Type: markRetained, MemberUID: mp.UID})
+		p.add(Action{Type: Record, Record: r}, Action{Type: MarkRetained, MemberUID: mp.UID})
 	default:
 		p.add(in.deferRecord(r))
 		p.requeue(min(replacementPoll, in.MaxDeferral))
 	}
-	p.add(action{Type: event, Warning: true, Reason: "OrphanMemberPod",
+	p.add(Action{Type: Event, Warning: true, Reason: "OrphanMemberPod",
 		Message: fmt.Sprintf("member pod %s/%s has no host pod and no record; handled as a stale eviction (%s)", mp.Namespace, mp.Name, r.Kind)})
 }
 
@@ -530,18 +499,18 @@ func decideOrphan(in input, p *plan) {
 // kube-proxy, log shipper) lands on every leaf, and its pods are made for
 // the host's own nodes (hostNetwork, privileged, the host's Secrets).
 // Nor pods the member's owner has not agreed to (Admission).
-func notRun(in input) (reason, msg string) {
+func notRun(in Input) (reason, msg string) {
 	hp := in.Host
 	if ref := metav1.GetControllerOf(hp); ref != nil && ref.Kind == "DaemonSet" {
 		return "NotSyncedDaemonSetPod", fmt.Sprintf("pods of DaemonSets are not run in member clusters: DaemonSet %s places one on every node, leaves included; give it a nodeAffinity that excludes type=virtual-kubelet", ref.Name)
 	}
-	return in.Admission.notAdmitted(hp, in.Cluster)
+	return notAdmitted(in.Admission, hp, in.Cluster)
 }
 
 // decideNotRun: a host pod leafsync will not run. A member pod made for it
 // before (an older leafsync) is deleted, and leafsync's finalizer released.
-func decideNotRun(in input, rel relation, reason, msg string, p *plan) {
-	warn := action{Type: event, Warning: true, Reason: reason, Message: msg}
+func decideNotRun(in Input, rel relation, reason, msg string, p *Plan) {
+	warn := Action{Type: Event, Warning: true, Reason: reason, Message: msg}
 	if rel == relSame {
 		if in.State.State != hysteresis.Ready {
 			p.add(warn)
@@ -552,23 +521,23 @@ func decideNotRun(in input, rel relation, reason, msg string, p *plan) {
 			p.add(in.del(in.Member, nil, reason, msg))
 		}
 	}
-	if hasFinalizer(in.Host) {
-		p.add(action{Type: removeFinalizer, Reason: reason})
+	if podmeta.HasFinalizer(in.Host) {
+		p.add(Action{Type: RemoveFinalizer, Reason: reason})
 	}
 	p.add(warn)
 }
 
 // decideLive: the host pod exists and is not being deleted.
-func decideLive(in input, p *plan) {
+func decideLive(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
-	if isTerminal(hp) {
+	if podmeta.IsTerminal(hp) {
 		switch {
 		case rel == relSame && st.LeafReady():
-			p.add(action{Type: syncStatus})
-		case rel != relSame && hasFinalizer(hp) && st == hysteresis.Ready:
-			p.add(action{Type: removeFinalizer, Reason: "NoMemberPod"})
+			p.add(Action{Type: SyncStatus})
+		case rel != relSame && podmeta.HasFinalizer(hp) && st == hysteresis.Ready:
+			p.add(Action{Type: RemoveFinalizer, Reason: "NoMemberPod"})
 		}
 		return
 	}
@@ -582,39 +551,39 @@ func decideLive(in input, p *plan) {
 	}
 	switch rel {
 	case relNone:
-		if hp.Annotations[AnnotationMemberUID] != "" {
+		if hp.Annotations[podmeta.AnnotationMemberUID] != "" {
 			if st != hysteresis.Ready {
 				p.requeue(waitShort)
 				return
 			}
 			msg := fmt.Sprintf("the pod was deleted or evicted in member cluster %s", in.Cluster)
-			gone := types.UID(hp.Annotations[AnnotationMemberUID])
-			p.add(action{Type: failHost, Reason: "MemberPodDeleted", Message: msg, ConfirmGone: gone})
-			if hasFinalizer(hp) {
-				p.add(action{Type: removeFinalizer, Reason: "MemberPodDeleted"})
+			gone := types.UID(hp.Annotations[podmeta.AnnotationMemberUID])
+			p.add(Action{Type: FailHost, Reason: "MemberPodDeleted", Message: msg, ConfirmGone: gone})
+			if podmeta.HasFinalizer(hp) {
+				p.add(Action{Type: RemoveFinalizer, Reason: "MemberPodDeleted"})
 			}
-			p.add(action{Type: event, Warning: true, Reason: "MemberPodDeleted", Message: msg})
+			p.add(Action{Type: Event, Warning: true, Reason: "MemberPodDeleted", Message: msg})
 			return
 		}
 		if copyHeldElsewhere(in, p) {
 			return
 		}
-		if !hasFinalizer(hp) {
-			p.add(action{Type: addFinalizer})
+		if !podmeta.HasFinalizer(hp) {
+			p.add(Action{Type: AddFinalizer})
 		}
-		p.add(action{Type: createMember})
+		p.add(Action{Type: CreateMember})
 	case relForeign:
-		p.add(action{Type: event, Warning: true, Reason: "MemberPodConflict",
+		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
 			Message: fmt.Sprintf("member cluster %s has a pod %s/%s that leafsync did not create; not touching it", in.Cluster, hp.Namespace, hp.Name)})
 		p.requeue(conflictRetry)
 	case relSame:
-		if !hasFinalizer(hp) && mp.DeletionTimestamp == nil {
-			p.add(action{Type: addFinalizer})
+		if !podmeta.HasFinalizer(hp) && mp.DeletionTimestamp == nil {
+			p.add(Action{Type: AddFinalizer})
 		}
-		if hp.Annotations[AnnotationMemberUID] != string(mp.UID) {
-			p.add(action{Type: setMemberUID, MemberUID: mp.UID})
+		if hp.Annotations[podmeta.AnnotationMemberUID] != string(mp.UID) {
+			p.add(Action{Type: SetMemberUID, MemberUID: mp.UID})
 		}
-		p.add(action{Type: syncStatus})
+		p.add(Action{Type: SyncStatus})
 	case relOther:
 		decideOtherIncarnation(in, p)
 	}
@@ -622,30 +591,30 @@ func decideLive(in input, p *plan) {
 
 // decideOtherIncarnation: a new host pod wants a name whose member pod
 // belongs to a previous host pod (a recreated StatefulSet pod).
-func decideOtherIncarnation(in input, p *plan) {
+func decideOtherIncarnation(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
 	if mp.DeletionTimestamp != nil || in.State.State != hysteresis.Ready {
 		p.requeue(waitShort)
 		return
 	}
-	r := recordFor(in.Records, mp.Labels[LabelHostUID])
-	stale := r == nil || isEvictionCause(r.Cause)
-	compatible := mp.Annotations[annotationSpecHash] == in.DesiredHash && !isTerminal(mp)
-	if stale && compatible && in.Policy != Forward {
-		if !hasFinalizer(hp) {
-			p.add(action{Type: addFinalizer})
+	r := recordFor(in.Records, mp.Labels[podmeta.LabelHostUID])
+	stale := r == nil || podmeta.IsEvictionCause(r.Cause)
+	compatible := mp.Annotations[podmeta.AnnotationSpecHash] == in.DesiredHash && !podmeta.IsTerminal(mp)
+	if stale && compatible && in.Policy != podmeta.Forward {
+		if !podmeta.HasFinalizer(hp) {
+			p.add(Action{Type: AddFinalizer})
 		}
-		p.add(action{Type: adopt, MemberUID: mp.UID, Outcome: outcomeAdopted, Cause: adoptedCause(in, r)})
+		p.add(Action{Type: Adopt, MemberUID: mp.UID, Outcome: outcomeAdopted, Cause: adoptedCause(in, r)})
 		if r != nil {
-			p.add(action{Type: dropRecord, HostUID: r.HostUID, Reason: "Adopted"})
+			p.add(Action{Type: DropRecord, HostUID: r.HostUID, Reason: "Adopted"})
 		}
-		p.add(action{Type: setMemberUID, MemberUID: mp.UID},
-			action{Type: event, Reason: "MemberPodAdopted",
+		p.add(Action{Type: SetMemberUID, MemberUID: mp.UID},
+			Action{Type: Event, Reason: "MemberPodAdopted",
 				Message: fmt.Sprintf("adopted the member pod still running in %s (uid %s) instead of restarting it", in.Cluster, mp.UID)})
 		return
 	}
-	if r != nil && r.Kind == deletes.Retained && in.Policy == Retain {
-		p.add(action{Type: event, Warning: true, Reason: "MemberPodConflict",
+	if r != nil && r.Kind == deletes.Retained && in.Policy == podmeta.Retain {
+		p.add(Action{Type: Event, Warning: true, Reason: "MemberPodConflict",
 			Message: fmt.Sprintf("member pod %s/%s is retained (policy Retain) and cannot be adopted (spec changed); delete it in %s to let this pod start", hp.Namespace, hp.Name, in.Cluster)})
 		p.requeue(conflictRetry)
 		return
@@ -653,11 +622,11 @@ func decideOtherIncarnation(in input, p *plan) {
 	var grace *int64
 	why := "its spec differs from the new host pod's"
 	switch {
-	case r != nil && !isEvictionCause(r.Cause):
+	case r != nil && !podmeta.IsEvictionCause(r.Cause):
 		grace, why = r.GracePeriodSeconds, fmt.Sprintf("its host pod was deleted (%s)", causeText(r.Cause))
-	case in.Policy == Forward:
+	case in.Policy == podmeta.Forward:
 		why = "policy Forward never adopts"
-	case isTerminal(mp):
+	case podmeta.IsTerminal(mp):
 		why = "it has finished"
 	}
 	p.add(in.del(mp, grace, "MemberPodReplaced",
@@ -667,40 +636,40 @@ func decideOtherIncarnation(in input, p *plan) {
 
 // adoptedCause is the cause of the deletion an adoption resolves: the
 // record of the member pod's host pod, or else the name's first record.
-func adoptedCause(in input, r *deletes.PendingDelete) string {
+func adoptedCause(in Input, r *deletes.PendingDelete) string {
 	switch {
 	case r != nil:
 		return r.Cause
 	case len(in.Records) > 0:
 		return in.Records[0].Cause
 	}
-	return causeNone
+	return podmeta.CauseNone
 }
 
 // forward is the delete of a terminating host pod's member pod, counted
 // as forwarded.
-func (in input) forward(mp *corev1.Pod, cause, reason, msg string) action {
+func (in Input) forward(mp *corev1.Pod, cause, reason, msg string) Action {
 	a := in.del(mp, in.Host.DeletionGracePeriodSeconds, reason, msg)
 	a.Outcome, a.Cause = outcomeForwarded, cause
 	return a
 }
 
 // decideTerminating: the host pod is being deleted.
-func decideTerminating(in input, p *plan) {
+func decideTerminating(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
 	rel := relate(in)
 	st := in.State.State
-	cause := CauseOf(hp)
+	cause := podmeta.CauseOf(hp)
 	stale := staleEviction(hp, cause, in.LeafTaints)
 	r := recordFor(in.Records, string(hp.UID))
 	down := st == hysteresis.NotReady || st == hysteresis.Recovering
 	// Does a member pod of this host pod exist, or may it (the cache is
 	// not trusted while the member is not Ready)?
-	downstream := rel == relSame || (rel == relNone && hp.Annotations[AnnotationMemberUID] != "" && st != hysteresis.Ready)
+	downstream := rel == relSame || (rel == relNone && hp.Annotations[podmeta.AnnotationMemberUID] != "" && st != hysteresis.Ready)
 	if !downstream {
-		finish := action{Type: finishHost, Reason: "MemberPodGone"}
+		finish := Action{Type: FinishHost, Reason: "MemberPodGone"}
 		if rel == relNone {
-			finish.ConfirmGone = types.UID(hp.Annotations[AnnotationMemberUID])
+			finish.ConfirmGone = types.UID(hp.Annotations[podmeta.AnnotationMemberUID])
 		}
 		p.add(finish)
 		if r != nil {
@@ -712,17 +681,17 @@ func decideTerminating(in input, p *plan) {
 	}
 	if down {
 		if r == nil {
-			p.add(action{Type: record, Outcome: outcomeOwed, Cause: cause, Record: deletes.PendingDelete{
+			p.add(Action{Type: Record, Outcome: outcomeOwed, Cause: cause, Record: deletes.PendingDelete{
 				Kind: deletes.Owed, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
-				Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
+				Cause: cause, Owner: podmeta.OwnerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
 				GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
-			}}, action{Type: event, Reason: "DeleteOwed",
+			}}, Action{Type: Event, Reason: "DeleteOwed",
 				Message: fmt.Sprintf("member cluster %s is down: the delete (%s) is recorded and will be handled when it is back", in.Cluster, causeText(cause))})
 		}
 		reap := reapWait(hp, in.State, in.ReapAfter, in.Now, in.HostNow)
 		if reap <= 0 {
-			p.add(action{Type: finishHost, Persist: true, Reason: "Reaped", Outcome: outcomeReaped, Cause: cause},
-				action{Type: event, Warning: true, Reason: "PodReaped",
+			p.add(Action{Type: FinishHost, Persist: true, Reason: "Reaped", Outcome: outcomeReaped, Cause: cause},
+				Action{Type: Event, Warning: true, Reason: "PodReaped",
 					Message: fmt.Sprintf("finished in the host after %s Terminating on a leaf whose member is down; the member pod's delete is owed", in.ReapAfter)})
 		} else {
 			p.requeue(reap)
@@ -743,44 +712,44 @@ func decideTerminating(in input, p *plan) {
 	// The member is Ready.
 	if !stale {
 		why := causeText(cause)
-		if isEvictionCause(cause) {
+		if podmeta.IsEvictionCause(cause) {
 			why += ", its NoExecute taint still on the leaf"
 		}
 		p.add(in.forward(mp, cause, "DeleteForwarded", fmt.Sprintf("forwarding the host's delete (%s)", why)))
 		p.requeue(waitShort)
 		return
 	}
-	if owner := ownerOf(hp); runsOnce(owner) {
+	if owner := podmeta.OwnerOf(hp); runsOnce(owner) {
 		p.add(in.forward(mp, cause, "StaleEvictionForwarded",
 			fmt.Sprintf("stale eviction (%s) of a pod of %s forwarded: its replacement already runs, keeping this one would run the work twice", cause, owner)))
 		p.requeue(waitShort)
 		return
 	}
-	if in.Policy == Forward {
+	if in.Policy == podmeta.Forward {
 		p.add(in.forward(mp, cause, "StaleEvictionForwarded", fmt.Sprintf("stale eviction (%s) forwarded: policy Forward", cause)))
 		p.requeue(waitShort)
 		return
 	}
 	rec := deletes.PendingDelete{
 		Kind: deletes.Deferred, Namespace: hp.Namespace, Name: hp.Name, HostUID: string(hp.UID),
-		Cause: cause, Owner: ownerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
+		Cause: cause, Owner: podmeta.OwnerOf(hp), Since: in.Now, HostDeletedAt: terminatingSince(hp),
 		GracePeriodSeconds: hp.DeletionGracePeriodSeconds,
 	}
 	reason, msg := "StaleEvictionDeferred", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept until the replacement is Ready (at most %s)", in.Cluster, cause, in.MaxDeferral)
-	if in.Policy == Retain {
+	if in.Policy == podmeta.Retain {
 		rec.Kind = deletes.Retained
 		reason, msg = "StaleEvictionRetained", fmt.Sprintf("member cluster %s is Ready: the eviction (%s) is stale; the member pod is kept as an orphan (policy Retain)", in.Cluster, cause)
 	}
 	if r == nil || r.Kind != rec.Kind {
-		write := action{Type: record, Record: rec}
+		write := Action{Type: Record, Record: rec}
 		if rec.Kind == deletes.Deferred {
 			write = in.deferRecord(rec)
 		}
 		write.Outcome, write.Cause = recordOutcome(rec), cause
-		p.add(write, action{Type: event, Reason: reason, Message: msg})
+		p.add(write, Action{Type: Event, Reason: reason, Message: msg})
 		if rec.Kind == deletes.Retained {
-			p.add(action{Type: markRetained, MemberUID: mp.UID})
+			p.add(Action{Type: MarkRetained, MemberUID: mp.UID})
 		}
 	}
-	p.add(action{Type: finishHost, Persist: true, Reason: reason})
+	p.add(Action{Type: FinishHost, Persist: true, Reason: reason})
 }

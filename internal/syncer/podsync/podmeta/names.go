@@ -1,4 +1,9 @@
-package podsync
+// Package podmeta is the vocabulary pod sync shares between its decision
+// (podsync/decide), its execution (podsync) and the tests: the labels and
+// annotations leafsync puts on host pods and member objects, the finalizer,
+// the causes of a host deletion (CauseOf), the stale-eviction Policy and
+// what a member's owner agreed to run (Admission).
+package podmeta
 
 import (
 	"fmt"
@@ -24,16 +29,16 @@ const (
 	// two hosts sharing a member never take each other's objects.
 	LabelHost = "leafsync.io/host"
 
-	// annotationLeaf names the leaf node the host pod was bound to.
-	annotationLeaf = "leafsync.io/leaf"
-	// annotationSpecHash is the hash of the member pod spec leafsync built;
+	// AnnotationLeaf names the leaf node the host pod was bound to.
+	AnnotationLeaf = "leafsync.io/leaf"
+	// AnnotationSpecHash is the hash of the member pod spec leafsync built;
 	// a recreated host pod with the same hash may adopt the member pod.
-	annotationSpecHash = "leafsync.io/spec-hash"
-	// annotationOwner is the host pod's controller, "Kind/name".
-	annotationOwner = "leafsync.io/owner"
-	// annotationOrphaned is set on a member pod kept by the Retain policy
+	AnnotationSpecHash = "leafsync.io/spec-hash"
+	// AnnotationOwner is the host pod's controller, "Kind/name".
+	AnnotationOwner = "leafsync.io/owner"
+	// AnnotationOrphaned is set on a member pod kept by the Retain policy
 	// after its host pod went (the time it was retained, RFC 3339).
-	annotationOrphaned = "leafsync.io/orphaned"
+	AnnotationOrphaned = "leafsync.io/orphaned"
 
 	// AnnotationMemberUID, on a host pod, is the UID of its member pod
 	// (set once leafsync created or adopted it). A host pod that has it
@@ -90,15 +95,15 @@ func ParsePolicy(s string) (Policy, error) {
 // condition, "" for none, or CauseOrphan for a member pod found without
 // its host pod.
 const (
-	causeNone         = ""
-	causeEvictionAPI  = "EvictionByEvictionAPI"
-	causePreemption   = "PreemptionByScheduler"
+	CauseNone         = ""
+	CauseEvictionAPI  = "EvictionByEvictionAPI"
+	CausePreemption   = "PreemptionByScheduler"
 	CauseTaintManager = "DeletionByTaintManager"
-	causePodGC        = "DeletionByPodGC"
-	// causeOrphan: leafsync found one of its member pods with no host pod
+	CausePodGC        = "DeletionByPodGC"
+	// CauseOrphan: leafsync found one of its member pods with no host pod
 	// and no record of why (state lost, finalizer removed by hand); it is
 	// handled like a stale eviction.
-	causeOrphan = "Orphan"
+	CauseOrphan = "Orphan"
 )
 
 // CauseOf classifies a host pod's deletion: the reason of its
@@ -110,25 +115,25 @@ func CauseOf(p *corev1.Pod) string {
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			if isEvictionCause(c.Reason) && leftOverCondition(p, c) {
-				return causeNone
+			if IsEvictionCause(c.Reason) && leftOverCondition(p, c) {
+				return CauseNone
 			}
 			return c.Reason
 		}
 	}
-	return causeNone
+	return CauseNone
 }
 
-// isEvictionCause reports whether a cause is an eviction the node's state
+// IsEvictionCause reports whether a cause is an eviction the node's state
 // brought about (taint manager, pod GC, or an orphan), which may be stale
 // by the time leafsync acts. Every other cause (none, Eviction API,
 // preemption, kubelet, unknown reasons) is someone's decision about the
 // pod itself, and is forwarded.
-func isEvictionCause(cause string) bool {
-	return cause == CauseTaintManager || cause == causePodGC || cause == causeOrphan
+func IsEvictionCause(cause string) bool {
+	return cause == CauseTaintManager || cause == CausePodGC || cause == CauseOrphan
 }
 
-func hasFinalizer(p *corev1.Pod) bool {
+func HasFinalizer(p *corev1.Pod) bool {
 	for _, f := range p.Finalizers {
 		if f == FinalizerMemberPod {
 			return true
@@ -137,8 +142,8 @@ func hasFinalizer(p *corev1.Pod) bool {
 	return false
 }
 
-// ownerOf returns a pod's controller as "Kind/name" ("" if none).
-func ownerOf(p *corev1.Pod) string {
+// OwnerOf returns a pod's controller as "Kind/name" ("" if none).
+func OwnerOf(p *corev1.Pod) string {
 	for _, r := range p.OwnerReferences {
 		if r.Controller != nil && *r.Controller {
 			return r.Kind + "/" + r.Name
@@ -147,7 +152,7 @@ func ownerOf(p *corev1.Pod) string {
 	return ""
 }
 
-func splitOwner(owner string) (kind, name string) {
+func SplitOwner(owner string) (kind, name string) {
 	kind, name, ok := strings.Cut(owner, "/")
 	if !ok {
 		return "", ""
@@ -155,15 +160,36 @@ func splitOwner(owner string) (kind, name string) {
 	return kind, name
 }
 
-func isTerminal(p *corev1.Pod) bool {
+func IsTerminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-func isReady(p *corev1.Pod) bool {
+func IsReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
+}
+
+// Ours reports whether a member pod is one leafsync created for this
+// host's registration of cluster.
+func Ours(mp *corev1.Pod, cluster, host string) bool {
+	return OwnedBy(mp.Labels, cluster, host) && mp.Labels[LabelHostUID] != ""
+}
+
+// OwnedBy reports whether a member object's labels say this host's
+// leafsync created it for cluster: managed, the cluster's, and the host's
+// identity. An object without LabelHost was created by a leafsync older
+// than the label; it counts as this host's because pod sync runs only for
+// a member whose claim this host holds (internal/syncer/clusters), so no other host
+// registers the member under this cluster name. An object with another
+// host's identity is never deleted, adopted or relabelled.
+func OwnedBy(l map[string]string, cluster, host string) bool {
+	if l[LabelManaged] != "true" || l[LabelCluster] != cluster {
+		return false
+	}
+	h, labelled := l[LabelHost]
+	return !labelled || (h != "" && h == host)
 }
