@@ -71,7 +71,7 @@ func readJUnit(path, scope string) ([]Spec, error) {
 				sp.Group = m[2]
 			}
 			switch {
-			case c.Status == "interrupted":
+			case c.Status == "interrupted" || c.Failure != nil && strings.HasPrefix(c.Failure.Body, "[TIMEDOUT] A suite timeout occurred"):
 				sp.Result, sp.Reason = "not run", "interrupted by the suite's timeout"
 			case c.Failure != nil:
 				sp.Result, sp.Reason = "failed", firstLine(c.Failure.Message, c.Failure.Body)

@@ -24,6 +24,8 @@ Expected file content
 <testcase name="[It] [sig-cli] Kubectl client Guestbook application should create and stop a working application [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
 <testcase name="[It] [sig-node] Pods should be updated [NodeConformance] [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
 <testcase name="[It] [sig-node] Pods should be deleted [Conformance]" status="interrupted" time="30"><error message="interrupted" type="interrupted">Interrupted by Timeout</error></testcase>
+<testcase name="[It] [sig-node] Pods should be patched [Conformance]" status="timedout" time="77"><failure message="" type="timedout">[TIMEDOUT] A suite timeout occurred
+In [It] at: pods.go:1</failure></testcase>
 <testcase name="[It] [sig-apps] Deployment should run [Conformance]" status="passed" time="9"></testcase>
 </testsuite></testsuites>`
 	path := filepath.Join(t.TempDir(), "junit_01.xml")
@@ -42,6 +44,7 @@ Expected file content
 		{Group: "Kubectl client", Result: "skipped", Reason: "skip list: " + Skips["Guestbook application"]},
 		{Group: "Pods", Result: "not run"},
 		{Group: "Pods", Result: "not run", Reason: "interrupted by the suite's timeout"},
+		{Group: "Pods", Result: "not run", Reason: "interrupted by the suite's timeout"},
 	}
 	if len(specs) != len(want) {
 		t.Fatalf("%d specs, want %d: %+v", len(specs), len(want), specs)
@@ -53,7 +56,7 @@ Expected file content
 		}
 	}
 	r := report{Specs: specs}
-	if got := r.totals(); got != "6 in scope: 1 passed, 1 failed, 2 skipped, 2 not run" {
+	if got := r.totals(); got != "7 in scope: 1 passed, 1 failed, 2 skipped, 3 not run" {
 		t.Errorf("totals %q", got)
 	}
 	var md bytes.Buffer
