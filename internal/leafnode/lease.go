@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,8 +21,8 @@ import (
 )
 
 // Heartbeat renews a leaf's Lease in kube-node-lease, as a kubelet renews
-// its node's. It renews whenever ShouldRenew says so — the engine's
-// decision — and never looks at whether the member answered the last probe.
+// its node's. It renews whenever the engine's decision (SetRenewing) says
+// so and never looks at whether the member answered the last probe.
 //
 // A slow host is the classic cause of nodes flickering NotReady, so each
 // renewal has its own timeout, a failed renewal is retried at once with
@@ -50,8 +51,6 @@ type Heartbeat struct {
 	Duration time.Duration
 	// Timeout of one renewal request.
 	Timeout time.Duration
-	// ShouldRenew is the engine's decision: Ready or Suspect (cordoned or not).
-	ShouldRenew func() bool
 	// OnRenew reports each achieved renewal's lag behind schedule, or the
 	// error that ended a round of retries. May be nil.
 	OnRenew func(lag time.Duration, err error)
@@ -60,7 +59,13 @@ type Heartbeat struct {
 	Clock clock.Clock
 
 	leaseUID types.UID // of the Lease last seen; "" until it is looked up
+	renewing atomic.Bool
 }
+
+// SetRenewing takes the engine's decision, pushed by the leaf with each
+// one: Ready or Suspect (cordoned or not) renews. A new Heartbeat does not
+// renew until told to.
+func (h *Heartbeat) SetRenewing(renew bool) { h.renewing.Store(renew) }
 
 func (h *Heartbeat) clock() clock.Clock {
 	if h.Clock != nil {
@@ -74,7 +79,7 @@ func (h *Heartbeat) Run(ctx context.Context) {
 	clk := h.clock()
 	due := clk.Now()
 	for {
-		if h.ShouldRenew() {
+		if h.renewing.Load() && (h.Owned == nil || h.Owned()) {
 			h.renewUntil(ctx, due, due.Add(h.Interval))
 		}
 		due = due.Add(h.Interval)

@@ -3,7 +3,6 @@ package leafnode
 import (
 	"context"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,17 +22,16 @@ func TestHeartbeatRenewsOnlyWhenTheEngineSaysSo(t *testing.T) {
 	leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "l1", Labels: map[string]string{LabelCluster: "eu-1"}}}
 	client := fake.NewClientset(leaf)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var renew atomic.Bool
-	renew.Store(true)
 	renewed := make(chan time.Time, 10)
 	hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Interval: 10 * time.Second, Duration: 40 * time.Second,
-		Timeout: time.Second, Clock: clk, ShouldRenew: renew.Load, Log: logr.Discard(),
+		Timeout: time.Second, Clock: clk, Log: logr.Discard(),
 		OnRenew: func(_ time.Duration, err error) {
 			if err != nil {
 				t.Error(err)
 			}
 			renewed <- clk.Now()
 		}}
+	hb.SetRenewing(true)
 	done := make(chan struct{})
 	go func() { defer close(done); hb.Run(ctx) }()
 	waiting := func() {
@@ -58,10 +56,10 @@ func TestHeartbeatRenewsOnlyWhenTheEngineSaysSo(t *testing.T) {
 		}
 		waiting()
 		if i == 1 { // the engine says no for one interval
-			renew.Store(false)
+			hb.SetRenewing(false)
 			clk.Step(10 * time.Second)
 			waiting()
-			renew.Store(true)
+			hb.SetRenewing(true)
 		}
 		if i < 2 {
 			clk.Step(10 * time.Second)

@@ -185,7 +185,7 @@ func TestHelmChartLeastPrivilege(t *testing.T) {
 		t.Fatalf("leaf cordon as leafsync's ServiceAccount: %v", err)
 	}
 	hb := &leafnode.Heartbeat{Client: sa, Cluster: cluster, Name: leaf, Interval: time.Second, Duration: 40 * time.Second,
-		Timeout: 10 * time.Second, ShouldRenew: func() bool { return true }, Log: logr.Discard()}
+		Timeout: 10 * time.Second, Log: logr.Discard()}
 	for i := range 2 { // create, then a renewal (server-side apply)
 		if err := hb.Renew(ctx); err != nil {
 			t.Fatalf("leaf Lease renewal %d as leafsync's ServiceAccount: %v", i, err)

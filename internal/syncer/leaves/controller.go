@@ -277,6 +277,7 @@ type leaf struct {
 
 	ctx       context.Context
 	cancel    context.CancelFunc
+	lease     *leafnode.Heartbeat // renews while the leaf's decision says so
 	heartbeat sync.WaitGroup
 }
 
@@ -317,9 +318,6 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		Interval: c.opts.RenewInterval,
 		Duration: c.opts.LeaseDuration,
 		Timeout:  c.opts.RenewTimeout,
-		ShouldRenew: func() bool {
-			return l.current().Readiness.Status.State.LeafReady() && owned()
-		},
 		OnRenew: func(lag time.Duration, err error) {
 			if err != nil {
 				metrics.LeaseRenewalFailuresVec.WithLabelValues(l.cluster).Inc()
@@ -333,6 +331,8 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		Log:   l.log,
 		Clock: c.clock,
 	}
+	l.lease = hb
+	hb.SetRenewing(m.Readiness.Status.State.LeafReady())
 	l.heartbeat.Go(func() { hb.Run(ctx) })
 	return l
 }
@@ -342,6 +342,7 @@ func (l *leaf) setMember(m clusters.Member) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.member = m
+	l.lease.SetRenewing(m.Readiness.Status.State.LeafReady())
 }
 
 func (l *leaf) current() clusters.Member {
