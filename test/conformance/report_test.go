@@ -1,7 +1,7 @@
 package conformance
 
 import (
-	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,12 +59,25 @@ In [It] at: pods.go:1</failure></testcase>
 	if got := r.totals(); got != "7 in scope: 1 passed, 1 failed, 2 skipped, 3 not run" {
 		t.Errorf("totals %q", got)
 	}
-	var md bytes.Buffer
-	r.markdown(&md)
-	if !strings.Contains(md.String(), "| ConfigMap | 0 | 1 | 0 | 0 |") {
-		t.Errorf("markdown has no ConfigMap row:\n%s", md.String())
+	dir := filepath.Join(t.TempDir(), "report")
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
 	}
-	if j := string(r.junit()); !strings.Contains(j, `tests="4" failures="1" skipped="2"`) {
-		t.Errorf("junit:\n%s", j)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if md := read("report.md"); !strings.Contains(md, "| ConfigMap | 0 | 1 | 0 | 0 |") {
+		t.Errorf("report.md has no ConfigMap row:\n%s", md)
+	}
+	if j := read("junit.xml"); !strings.Contains(j, `tests="4" failures="1" skipped="2"`) {
+		t.Errorf("junit.xml:\n%s", j)
+	}
+	var back report
+	if err := json.Unmarshal([]byte(read("report.json")), &back); err != nil || len(back.Specs) != len(specs) {
+		t.Errorf("report.json does not read back to %d specs: %v", len(specs), err)
 	}
 }
