@@ -30,6 +30,11 @@ func Encode(st ClusterState) (data []byte, compressed bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding state: %w", err)
 	}
+	return compress(data)
+}
+
+// compress is Encode's second half, for a record already marshalled.
+func compress(data []byte) ([]byte, bool, error) {
 	if len(data) <= compressAbove {
 		return data, false, nil
 	}

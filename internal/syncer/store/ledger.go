@@ -220,19 +220,21 @@ func splitParts(cluster string, st state, n int, reuse map[string]object) (map[s
 			total += o.size
 			continue
 		}
+		// One encoding serves the sum (as summed computes it) and the
+		// size: a part of thousands of items is not encoded three times.
 		cs, err := part.encode()
 		if err != nil {
 			return nil, 0, err
 		}
-		data, _, err := Encode(cs)
-		if err != nil {
-			return nil, 0, fmt.Errorf("ledger part %d of %d: %w", i+1, n, err)
-		}
-		o, err := summed(part)
+		js, err := json.Marshal(cs)
 		if err != nil {
 			return nil, 0, err
 		}
-		o.size = len(data)
+		data, _, err := compress(js)
+		if err != nil {
+			return nil, 0, fmt.Errorf("ledger part %d of %d: %w", i+1, n, err)
+		}
+		o := object{st: part, sum: sha256.Sum256(js), size: len(data)}
 		total += o.size
 		out[name] = o
 	}
