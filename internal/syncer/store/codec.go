@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 )
@@ -26,7 +25,7 @@ var gzipMagic = []byte{0x1f, 0x8b}
 // compressAbove. compressed says which. ErrTooLarge if the result exceeds
 // MaxRecordBytes.
 func Encode(st ClusterState) (data []byte, compressed bool, err error) {
-	data, err = json.Marshal(st)
+	data, err = st.MarshalJSON() // not json.Marshal: its check of the output scans a large record once more
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding state: %w", err)
 	}
@@ -65,7 +64,7 @@ func Decode(data []byte) (ClusterState, error) {
 			return st, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
+	if err := st.UnmarshalJSON(data); err != nil {
 		return ClusterState{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return st, nil

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -126,7 +125,7 @@ func summed(st state) (object, error) {
 	if err != nil {
 		return object{}, err
 	}
-	data, err := json.Marshal(cs)
+	data, err := cs.MarshalJSON()
 	if err != nil {
 		return object{}, err
 	}
@@ -226,7 +225,7 @@ func splitParts(cluster string, st state, n int, reuse map[string]object) (map[s
 		if err != nil {
 			return nil, 0, err
 		}
-		js, err := json.Marshal(cs)
+		js, err := cs.MarshalJSON()
 		if err != nil {
 			return nil, 0, err
 		}

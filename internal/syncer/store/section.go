@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -199,7 +200,9 @@ func (l *Ledger[T]) decode(raw json.RawMessage) (items, error) {
 	if empty(raw) {
 		return x, nil
 	}
-	if err := json.Unmarshal(raw, &x.v); err != nil {
+	// raw is one value, as the record's decoder cut it out: a Decoder
+	// decodes it without json.Unmarshal's extra scan.
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&x.v); err != nil {
 		return nil, fmt.Errorf("section %s: %w", l.Name, err)
 	}
 	return x, nil

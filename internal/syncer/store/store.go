@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 )
@@ -114,32 +115,53 @@ func (st ClusterState) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads what MarshalJSON wrote: every field but term and
 // writer is a section.
 func (st *ClusterState) UnmarshalJSON(data []byte) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return err
+	// One pass over the record with a streaming decoder: json.Unmarshal
+	// into a map would scan a ledger part of thousands of items twice more
+	// before its owner decodes it.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("a record is a JSON object: %s", firstBytes(data))
 	}
 	*st = ClusterState{}
-	for name, raw := range fields {
-		var err error
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
 		switch name {
 		case "term":
-			err = json.Unmarshal(raw, &st.Term)
+			err = dec.Decode(&st.Term)
 		case "writer":
-			err = json.Unmarshal(raw, &st.Writer)
+			err = dec.Decode(&st.Writer)
 		default:
-			if empty(raw) {
-				continue
+			var raw json.RawMessage
+			if err = dec.Decode(&raw); err == nil && !empty(raw) {
+				if st.sections == nil {
+					st.sections = map[string]json.RawMessage{}
+				}
+				st.sections[name] = raw
 			}
-			if st.sections == nil {
-				st.sections = map[string]json.RawMessage{}
-			}
-			st.sections[name] = raw
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the record: %s", firstBytes(data))
+	}
 	return nil
+}
+
+// firstBytes is the start of a bad record, for an error message.
+func firstBytes(data []byte) string {
+	if len(data) > 40 {
+		return string(data[:40]) + "…"
+	}
+	return string(data)
 }
 
 // Record is one record as read from a backend.
