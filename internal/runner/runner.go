@@ -1,7 +1,8 @@
 // Package runner is the one queue loop of leafsync's controllers: a
 // client-go rate-limited workqueue, a fixed number of workers, and a
-// Reconciler that says, per key, when to look again. leaves, pod sync and
-// the store's Keeper each own a Runner; none writes its own processNext.
+// Reconciler that says, per key, when to look again. leaves, pod sync, the
+// store's Keeper and the kubelet API's advertiser each own a Runner; none
+// writes its own queue loop.
 //
 // The contract is controller-runtime's: an error requeues the key with
 // the queue's backoff (and logs it); a nil error forgets the backoff, and
@@ -105,10 +106,6 @@ func (r *Runner[K]) Run(ctx context.Context) {
 	r.queue.ShutDown()
 	wg.Wait()
 }
-
-// ShutDown stops the queue: workers finish their current key and Run
-// returns once ctx ends. For owners that stop before their ctx does.
-func (r *Runner[K]) ShutDown() { r.queue.ShutDown() }
 
 func (r *Runner[K]) next(ctx context.Context) bool {
 	key, shutdown := r.queue.Get()
