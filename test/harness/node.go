@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,7 @@ type NodeNetwork struct {
 func StartNodeNetwork(t TB) *NodeNetwork {
 	t.Helper()
 	requireRoot(t, "a test node")
+	lockMachineNode(t)
 	n := &NodeNetwork{Bridge: "lsync-br0", Subnet: "10.201.0.0/24", Gateway: "10.201.0.1"}
 	_ = exec.Command("ip", "link", "del", n.Bridge).Run() // left by a killed run
 	for _, args := range [][]string{
@@ -53,6 +55,27 @@ func StartNodeNetwork(t TB) *NodeNetwork {
 		}
 	})
 	return n
+}
+
+// nodeLock serialises the tests of every process on this machine that use
+// its one test node: the bridge, its subnet and the kubelet's sysctls are
+// global. A second run waits here instead of tearing the first one's
+// network down.
+const nodeLock = "/tmp/leafsync-test-node.lock"
+
+func lockMachineNode(t TB) {
+	t.Helper()
+	f, err := os.OpenFile(nodeLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Logf("harness: another process uses this machine's test node (%s); waiting", nodeLock)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatalf("harness: locking %s: %v", nodeLock, err)
+		}
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
 }
 
 func requireRoot(t TB, what string) {

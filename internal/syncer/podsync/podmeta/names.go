@@ -34,6 +34,12 @@ const (
 	// AnnotationSpecHash is the hash of the member pod spec leafsync built;
 	// a recreated host pod with the same hash may adopt the member pod.
 	AnnotationSpecHash = "leafsync.io/spec-hash"
+	// AnnotationHostGeneration, on a member pod, is the host pod's
+	// metadata.generation whose spec leafsync last wrote to it (at create
+	// and by every update). Once the member's kubelet has observed the
+	// member pod's own generation, the host pod's status.observedGeneration
+	// is this value.
+	AnnotationHostGeneration = "leafsync.io/host-generation"
 	// AnnotationOwner is the host pod's controller, "Kind/name".
 	AnnotationOwner = "leafsync.io/owner"
 	// AnnotationOrphaned is set on a member pod kept by the Retain policy
