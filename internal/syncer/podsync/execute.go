@@ -178,6 +178,12 @@ func (x *execution) do(ctx context.Context, a decide.Action) error {
 	case decide.EvictHost:
 		x.logAction(a)
 		err = x.evictHost(ctx, a)
+	case decide.ResizeMember:
+		err = x.resizeMember(ctx, a) // resize.go
+	case decide.UpdateEphemeral:
+		err = x.updateEphemeral(ctx, a) // ephemeral.go
+	case decide.UpdateMember:
+		err = x.updateMember(ctx, a) // update.go
 	}
 	return err
 }

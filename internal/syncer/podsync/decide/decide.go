@@ -55,6 +55,19 @@ const (
 	// EvictHost evicts the host pod as the taint manager does: the
 	// DisruptionTarget condition, then a DELETE (UID precondition).
 	EvictHost ActionType = "EvictHost"
+	// ResizeMember writes the host pod's container resources to the member
+	// pod through its resize subresource (decide/resize.go).
+	ResizeMember ActionType = "ResizeMember"
+	// UpdateEphemeral adds the host pod's ephemeral containers to the
+	// member pod through its ephemeralcontainers subresource
+	// (decide/ephemeral.go).
+	UpdateEphemeral ActionType = "UpdateEphemeral"
+	// UpdateMember writes what changed on the host pod after creation
+	// (labels, annotations, the mutable spec fields) to the member pod,
+	// with AnnotationHostGeneration (decide/update.go). It comes after
+	// ResizeMember and UpdateEphemeral, so that the generation it records
+	// is only claimed once every part of the spec was written.
+	UpdateMember ActionType = "UpdateMember"
 )
 
 // Action is one step of a plan.
@@ -583,6 +596,9 @@ func decideLive(in Input, p *Plan) {
 		if hp.Annotations[podmeta.AnnotationMemberUID] != string(mp.UID) {
 			p.add(Action{Type: SetMemberUID, MemberUID: mp.UID})
 		}
+		decideResize(in, p)
+		decideEphemeral(in, p)
+		decideUpdate(in, p)
 		p.add(Action{Type: SyncStatus})
 	case relOther:
 		decideOtherIncarnation(in, p)
