@@ -27,8 +27,9 @@ const kubeRootCA = "kube-root-ca.crt"
 //
 // The spec is the host's, minus what only means something in the host:
 // node name, node selector and node affinity, topology spread, scheduler,
-// priority class, overhead, readiness gates, ephemeral containers and
-// leafsync's own tolerations. No host ServiceAccount token goes down: the
+// priority class, overhead, readiness gates, ephemeral containers (added
+// to the running member pod later: ephemeral.go) and leafsync's own
+// tolerations. No host ServiceAccount token goes down: the
 // pod runs as the member namespace's default ServiceAccount with
 // automountServiceAccountToken=false and every projected volume carrying a
 // service-account token removed — unless the host pod names a member
@@ -163,7 +164,8 @@ func keepMounts(ms []corev1.VolumeMount, removed map[string]bool) []corev1.Volum
 }
 
 // References returns the ConfigMaps and Secrets a pod spec uses (volumes,
-// projected sources, env, envFrom, image pull secrets), sorted, without
+// projected sources, env and envFrom of every container, ephemeral ones
+// included, image pull secrets), sorted, without
 // kube-root-ca.crt (every member namespace has its own).
 func References(spec *corev1.PodSpec) []reflector.Ref {
 	type ref struct{ kind, name string }
@@ -194,6 +196,9 @@ func References(spec *corev1.PodSpec) []reflector.Ref {
 		}
 	}
 	containers := append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...)
+	for _, c := range spec.EphemeralContainers {
+		containers = append(containers, corev1.Container{Env: c.Env, EnvFrom: c.EnvFrom})
+	}
 	for _, c := range containers {
 		for _, e := range c.Env {
 			if e.ValueFrom == nil {
