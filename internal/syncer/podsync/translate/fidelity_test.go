@@ -3,9 +3,10 @@ package translate
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podstatus"
 )
 
-var update = flag.Bool("update", false, "rewrite the spec fidelity tables of docs/pod-sync.md")
+var updateDoc = flag.Bool("update", false, "rewrite the spec fidelity tables of docs/pod-sync.md")
 
 // What leafsync does to a field on its way between host and member.
 type treatment string
@@ -392,12 +393,7 @@ func check(t *testing.T, what string, want map[string]fate, got map[string]treat
 }
 
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
 const (
@@ -421,7 +417,7 @@ func checkDoc(t *testing.T) {
 	}
 	want := s[:i] + fidelityBegin + fidelityTable("host pod → member pod (`translate.MemberPod`)", memberPodFields) +
 		"\n" + fidelityTable("member pod status → host pod status (`podstatus.Mirror`)", mirroredStatusFields) + s[j:]
-	if *update {
+	if *updateDoc {
 		if err := os.WriteFile(fidelityDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
