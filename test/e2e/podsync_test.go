@@ -365,8 +365,10 @@ func TestPodSync(t *testing.T) {
 			if mp.Status.Phase != corev1.PodRunning || !strings.HasPrefix(mp.Spec.NodeName, "member-a-node-") {
 				t.Errorf("member pod %s: phase %s on %q", mp.Name, mp.Status.Phase, mp.Spec.NodeName)
 			}
-			if hp.Status.PodIP != mp.Status.PodIP || hp.Status.HostIP != mp.Status.HostIP || hp.Status.StartTime == nil {
-				t.Errorf("host pod %s status ip %s/%s, member %s/%s", hp.Name, hp.Status.PodIP, hp.Status.HostIP, mp.Status.PodIP, mp.Status.HostIP)
+			// The host IP is the leaf's, as a kubelet's is its node's (this
+			// fixture serves no kubelet API: the leaf has no address).
+			if hp.Status.PodIP != mp.Status.PodIP || hp.Status.HostIP != leafInternalIP(f.node(t, leaf)) || hp.Status.StartTime == nil {
+				t.Errorf("host pod %s status ip %s/%s, member %s/%s, leaf %v", hp.Name, hp.Status.PodIP, hp.Status.HostIP, mp.Status.PodIP, mp.Status.HostIP, f.node(t, leaf).Status.Addresses)
 			}
 			if len(hp.Status.ContainerStatuses) != 1 || !hp.Status.ContainerStatuses[0].Ready {
 				t.Errorf("host pod %s container statuses %+v", hp.Name, hp.Status.ContainerStatuses)

@@ -509,7 +509,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 		in.IdentityMoved = identityMoved(leaf, records, pods)
 	}
 	plan := decide.Decide(in)
-	x := &execution{c: c, ms: ms, m: m, leaf: leaf, key: k, hp: hp, mp: mp}
+	x := &execution{c: c, ms: ms, m: m, leaf: leaf, node: node, key: k, hp: hp, mp: mp}
 	return x.run(ctx, plan)
 }
 

@@ -33,6 +33,7 @@ type execution struct {
 	ms   *memberSync
 	m    clusters.Member
 	leaf string
+	node *corev1.Node // the leaf, as the host's Node informer has it
 	key  key
 	hp   *corev1.Pod // updated as host writes return
 	mp   *corev1.Pod
@@ -146,7 +147,9 @@ func (x *execution) do(ctx context.Context, a decide.Action) error {
 		err = x.syncStatus(ctx)
 	case decide.FailHost:
 		x.logAction(a)
-		err = x.updateHostStatus(ctx, podstatus.Failed(x.hp, a.Reason, a.Message, c.opts.HostClock.Now()))
+		err = x.updateHostStatus(ctx, func(hp *corev1.Pod) corev1.PodStatus {
+			return podstatus.Failed(hp, a.Reason, a.Message, c.opts.HostClock.Now())
+		})
 	case decide.FinishHost:
 		x.logAction(a)
 		err = x.finishHost(ctx, a.Persist)
@@ -215,12 +218,15 @@ func (x *execution) record(r deletes.PendingDelete) error {
 // server's time, which that classification compares with the delete's
 // deletionTimestamp (leafsync's clock may be off).
 func (x *execution) evictHost(ctx context.Context, a decide.Action) error {
-	st := x.hp.Status.DeepCopy()
-	podstatus.SetCondition(st, corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: podmeta.CauseTaintManager,
-		Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.HostClock.Now()),
-	})
-	if err := x.updateHostStatus(ctx, *st); err != nil {
+	disrupted := func(hp *corev1.Pod) corev1.PodStatus {
+		st := hp.Status.DeepCopy()
+		podstatus.SetCondition(st, corev1.PodCondition{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: podmeta.CauseTaintManager,
+			Message: "leafsync: " + a.Message, LastTransitionTime: metav1.NewTime(x.c.opts.HostClock.Now()),
+		})
+		return *st
+	}
+	if err := x.updateHostStatus(ctx, disrupted); err != nil {
 		return err
 	}
 	err := x.c.opts.Host.CoreV1().Pods(x.hp.Namespace).Delete(ctx, x.hp.Name, metav1.DeleteOptions{
@@ -372,11 +378,15 @@ func (x *execution) syncStatus(ctx context.Context) error {
 	if x.mp == nil {
 		return nil
 	}
-	return x.updateHostStatus(ctx, podstatus.Mirror(x.hp, x.mp))
+	return x.updateHostStatus(ctx, func(hp *corev1.Pod) corev1.PodStatus {
+		return podstatus.Mirror(hp, x.mp, x.node, x.c.opts.HostClock.Now())
+	})
 }
 
-func (x *execution) updateHostStatus(ctx context.Context, st corev1.PodStatus) error {
-	out, err := podstatus.Write(ctx, x.c.opts.Host, x.hp, st)
+// updateHostStatus writes the status computed from the host pod (again
+// from the newest one after a conflict: podstatus.Write).
+func (x *execution) updateHostStatus(ctx context.Context, status func(*corev1.Pod) corev1.PodStatus) error {
+	out, err := podstatus.Write(ctx, x.c.opts.Host, x.hp, status)
 	if apierrors.IsConflict(err) {
 		return x.retryIn(100*time.Millisecond, "host pod changed")
 	}

@@ -38,8 +38,8 @@ func TestMirrorAndFailed(t *testing.T) {
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, RestartCount: 2}},
 	}
-	st := Mirror(hp, mp)
-	if st.Phase != corev1.PodRunning || st.PodIP != "10.0.0.7" || st.HostIP != "192.168.1.2" || st.StartTime == nil ||
+	st := Mirror(hp, mp, leafWith(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}), t0)
+	if st.Phase != corev1.PodRunning || st.PodIP != "10.0.0.7" || st.HostIP != "10.9.0.1" || st.StartTime == nil ||
 		len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].RestartCount != 2 {
 		t.Errorf("status not mirrored: %+v", st)
 	}
@@ -69,7 +69,7 @@ func TestMirrorAndFailed(t *testing.T) {
 func TestWriteOnlyChanges(t *testing.T) {
 	hp := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "apps"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	cs := fake.NewClientset(hp)
-	if _, err := Write(context.Background(), cs, hp, *hp.Status.DeepCopy()); err != nil {
+	if _, err := Write(context.Background(), cs, hp, func(p *corev1.Pod) corev1.PodStatus { return *p.Status.DeepCopy() }); err != nil {
 		t.Fatal(err)
 	}
 	st := *hp.Status.DeepCopy()
@@ -78,7 +78,7 @@ func TestWriteOnlyChanges(t *testing.T) {
 	if len(st.Conditions) != 1 || st.Conditions[0].Message != "again" {
 		t.Fatalf("conditions %+v, want the one DisruptionTarget replaced", st.Conditions)
 	}
-	out, err := Write(context.Background(), cs, hp, st)
+	out, err := Write(context.Background(), cs, hp, func(*corev1.Pod) corev1.PodStatus { return st })
 	if err != nil || len(out.Status.Conditions) != 1 {
 		t.Fatalf("Write = %+v, %v", out, err)
 	}
