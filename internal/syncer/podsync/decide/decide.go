@@ -12,6 +12,7 @@ import (
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/translate"
 )
 
 // ActionType is one step of a plan.
@@ -109,6 +110,14 @@ type Action struct {
 	// for it (a cache that has not relisted since the member came back may
 	// simply not show it).
 	ConfirmNoPodFor string
+	// Ephemeral, on UpdateEphemeral: the ephemeral containers to add to
+	// the member pod (translated; names it lacks).
+	Ephemeral []corev1.EphemeralContainer
+	// Update, on UpdateMember, is what the member pod gets; the write is
+	// conditional on MemberUID and MemberResourceVersion (the pod decide
+	// saw).
+	Update                *translate.Update
+	MemberResourceVersion string
 }
 
 // Outcome is what pod sync did with a host deletion.

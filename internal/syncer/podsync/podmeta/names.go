@@ -40,6 +40,13 @@ const (
 	// member pod's own generation, the host pod's status.observedGeneration
 	// is this value.
 	AnnotationHostGeneration = "leafsync.io/host-generation"
+	// AnnotationHostLabels and AnnotationHostAnnotations, on a member pod,
+	// list (sorted, comma-separated) the keys of the host pod's labels and
+	// annotations leafsync last wrote to it, so that an update removes a
+	// key the host removed and never one the member side added
+	// (translate.MemberUpdate).
+	AnnotationHostLabels      = "leafsync.io/host-labels"
+	AnnotationHostAnnotations = "leafsync.io/host-annotations"
 	// AnnotationOwner is the host pod's controller, "Kind/name".
 	AnnotationOwner = "leafsync.io/owner"
 	// AnnotationOrphaned is set on a member pod kept by the Retain policy

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"sort"
 	"strings"
 
@@ -37,25 +38,19 @@ const kubeRootCA = "kube-root-ca.crt"
 // member mounts that ServiceAccount's own token as usual.
 //
 // Its labels say which host (host, the host's identity) and cluster it
-// belongs to (podmeta.OwnedBy).
+// belongs to (podmeta.OwnedBy); its annotations record which label and
+// annotation keys came from the host, and the host generation
+// (MemberUpdate, update.go).
 func MemberPod(hp *corev1.Pod, cluster, leaf, host string) (*corev1.Pod, string) {
 	spec := MemberSpec(hp)
 	hash := specHash(&spec)
-	labels := make(map[string]string, len(hp.Labels)+4)
-	for k, v := range hp.Labels {
-		labels[k] = v
-	}
+	labels, annotations := hostLabels(hp), hostAnnotations(hp)
+	record := hostRecord(hp, labels, annotations) // update.go
 	labels[podmeta.LabelManaged] = "true"
 	labels[podmeta.LabelCluster] = cluster
 	labels[podmeta.LabelHost] = host
 	labels[podmeta.LabelHostUID] = string(hp.UID)
-	annotations := map[string]string{}
-	for k, v := range hp.Annotations {
-		if k == corev1.LastAppliedConfigAnnotation || k == podmeta.AnnotationMemberUID {
-			continue
-		}
-		annotations[k] = v
-	}
+	maps.Copy(annotations, record)
 	annotations[podmeta.AnnotationLeaf] = leaf
 	annotations[podmeta.AnnotationSpecHash] = hash
 	if o := podmeta.OwnerOf(hp); o != "" {
