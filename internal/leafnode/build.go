@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/inplacepodresize"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -83,6 +85,9 @@ type Desired struct {
 	// Conditions carry no timestamps; the writer fills them in.
 	Conditions []corev1.NodeCondition
 	NodeInfo   corev1.NodeSystemInfo
+	// DeclaredFeatures are the node features the leaf declares, sorted
+	// (declaredFeatures).
+	DeclaredFeatures []string
 	// Ready is whether the Lease should be renewed.
 	Ready bool
 }
@@ -95,12 +100,13 @@ func Compute(in Input) Desired {
 	nodes := countedNodes(in.MemberNodes, in.NodeSelector)
 	gross, alloc := aggregate(nodes, in.MemberPods, in.IsSyncedPod)
 	d := Desired{
-		Labels:      leafLabels(in.Cluster, in.LeafName, nodes),
-		Capacity:    alloc,
-		Allocatable: alloc.DeepCopy(),
-		nodes:       gross,
-		NodeInfo:    nodeInfo(nodes),
-		Ready:       in.Status.State.LeafReady(),
+		Labels:           leafLabels(in.Cluster, in.LeafName, nodes),
+		Capacity:         alloc,
+		Allocatable:      alloc.DeepCopy(),
+		nodes:            gross,
+		NodeInfo:         nodeInfo(nodes),
+		DeclaredFeatures: declaredFeatures(nodes),
+		Ready:            in.Status.State.LeafReady(),
 	}
 	if in.LeafTaint {
 		d.Taints = append(d.Taints, corev1.Taint{Key: TaintLeaf, Value: "true", Effect: corev1.TaintEffectNoSchedule})
@@ -259,6 +265,29 @@ func nodeInfo(nodes []*corev1.Node) corev1.NodeSystemInfo {
 		}
 	}
 	return info
+}
+
+// carriedFeatures are the node declared features whose pod updates pod
+// sync passes on to the member pod: the resize of pod-level resources and
+// of init containers (podsync/decide/resize.go). The host's API server
+// refuses those resizes on a node that does not declare them. Other
+// features a member node declares (its kubelet API's, its runtime's) are
+// not the leaf's to claim.
+var carriedFeatures = sets.New(inplacepodresize.IPPRPodLevelResourcesFeatureGate, inplacepodresize.IPPRInitContainersFeatureGate)
+
+// declaredFeatures are those of carriedFeatures that every counted member
+// node declares, sorted as the API requires: the member may run a pod on
+// any of them, so a feature only some declare is not the leaf's (nor is
+// any, for a member whose kubelets are too old to declare features).
+func declaredFeatures(nodes []*corev1.Node) []string {
+	if len(nodes) == 0 {
+		return nil
+	}
+	common := carriedFeatures.Clone()
+	for _, n := range nodes {
+		common = common.Intersection(sets.New(n.Status.DeclaredFeatures...))
+	}
+	return sets.List(common)
 }
 
 func readyCondition(in Input) corev1.NodeCondition {

@@ -1,6 +1,7 @@
 package leafnode
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -235,4 +236,34 @@ func TestSummarizedPodAccountsAsTheFullPod(t *testing.T) {
 func testCondition(conds []corev1.NodeCondition, typ corev1.NodeConditionType) *corev1.NodeCondition {
 	_, c := nodeutil.GetNodeCondition(&corev1.NodeStatus{Conditions: conds}, typ)
 	return c
+}
+
+// A leaf declares a node feature only when every counted member node does
+// and leafsync carries the pod updates it enables (the resize of
+// pod-level resources and of init containers); never another one.
+func TestDeclaredFeaturesCommonToAllNodes(t *testing.T) {
+	const podLevel, initCtrs = "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"
+	node := func(name string, features ...string) *corev1.Node {
+		n := memberNode(name, true, map[string]string{"cpu": "4"}, nil, "v1.36.3")
+		n.Status.DeclaredFeatures = features
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*corev1.Node
+		want  []string
+	}{
+		{"all nodes declare both", []*corev1.Node{node("a", "ExtendWebSocketsToKubelet", podLevel, initCtrs), node("b", podLevel, initCtrs)}, []string{podLevel, initCtrs}},
+		{"one node lacks one", []*corev1.Node{node("a", podLevel, initCtrs), node("b", initCtrs)}, []string{initCtrs}},
+		{"an older member declares none", []*corev1.Node{node("a"), node("b")}, nil},
+		{"features leafsync does not carry", []*corev1.Node{node("a", "ExtendWebSocketsToKubelet", "RestartAllContainersOnContainerExits")}, nil},
+		{"no counted node", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: tc.nodes, Status: hysteresis.Status{State: hysteresis.Ready}, Config: hysteresis.DefaultConfig()})
+			if !slices.Equal(d.DeclaredFeatures, tc.want) {
+				t.Errorf("declared features %v, want %v", d.DeclaredFeatures, tc.want)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -239,7 +240,8 @@ func statusMatches(node *corev1.Node, d Desired) bool {
 	if d.Capacity != nil && (node.Status.NodeInfo.KubeletVersion != d.NodeInfo.KubeletVersion ||
 		node.Status.NodeInfo.OperatingSystem != d.NodeInfo.OperatingSystem ||
 		node.Status.NodeInfo.Architecture != d.NodeInfo.Architecture ||
-		node.Status.NodeInfo.ContainerRuntimeVersion != d.NodeInfo.ContainerRuntimeVersion) {
+		node.Status.NodeInfo.ContainerRuntimeVersion != d.NodeInfo.ContainerRuntimeVersion ||
+		!slices.Equal(node.Status.DeclaredFeatures, d.DeclaredFeatures)) {
 		return false
 	}
 	for _, want := range d.Conditions {
@@ -299,6 +301,12 @@ func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, 
 		}
 		status["capacity"] = resourcePatch(d.Capacity, node.Status.Capacity)
 		status["allocatable"] = resourcePatch(d.Allocatable, node.Status.Allocatable)
+		switch {
+		case len(d.DeclaredFeatures) > 0:
+			status["declaredFeatures"] = d.DeclaredFeatures
+		case len(node.Status.DeclaredFeatures) > 0:
+			status["declaredFeatures"] = nil
+		}
 	}
 	patch := map[string]any{"status": status}
 	data, err := json.Marshal(patch)

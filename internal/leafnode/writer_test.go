@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,6 +75,20 @@ func TestWriterWritesOnlyChanges(t *testing.T) {
 	}
 	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("4")) != 0 {
 		t.Fatalf("allocatable cpu %s", got.String())
+	}
+
+	// Declared features follow the member's nodes: written when they
+	// change, removed when no longer declared.
+	for _, want := range [][]string{{"InPlacePodLevelResourcesVerticalScaling"}, nil} {
+		d := desired(hysteresis.Status{State: hysteresis.Ready})
+		d.DeclaredFeatures = want
+		if err := w.Sync(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		n, _ = client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
+		if !slices.Equal(n.Status.DeclaredFeatures, want) {
+			t.Fatalf("leaf declares %v, want %v", n.Status.DeclaredFeatures, want)
+		}
 	}
 }
 
