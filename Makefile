@@ -33,7 +33,9 @@ image: ## leafsync's OCI image without Docker or a base image: bin/leafsync-imag
 tools: ## build the control-plane binaries tests run (from source, cached in bin/)
 	test/tools/build.sh
 
-test: lint unit e2e bench-flap-smoke bench-scale-smoke ## everything CI runs: lint, unit tests, e2e against real control planes, smokes of the flap and scale benchmarks
+# The conformance smoke comes after the e2e suite: both use the machine's
+# one real test node (the harness also waits on a machine-wide lock).
+test: lint unit e2e conformance-smoke bench-flap-smoke bench-scale-smoke ## everything CI runs: lint, unit tests, e2e against real control planes, a smoke of the conformance run (5 specs), smokes of the flap and scale benchmarks
 
 unit: ## unit tests (fast, no control plane)
 	$(GO) test -count=1 ./...
