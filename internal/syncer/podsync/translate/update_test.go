@@ -104,8 +104,12 @@ func TestMemberUpdate(t *testing.T) {
 			}
 		},
 	}, {
-		name:   "images",
-		change: func(hp *corev1.Pod) { hp.Spec.Containers[0].Image = "registry.example/app:2"; hp.Spec.InitContainers[0].Image = "init:2"; hp.Generation = 2 },
+		name: "images",
+		change: func(hp *corev1.Pod) {
+			hp.Spec.Containers[0].Image = "registry.example/app:2"
+			hp.Spec.InitContainers[0].Image = "init:2"
+			hp.Generation = 2
+		},
 		check: func(t *testing.T, mp *corev1.Pod) {
 			if mp.Spec.Containers[0].Image != "registry.example/app:2" || mp.Spec.InitContainers[0].Image != "init:2" {
 				t.Errorf("images %s, %s", mp.Spec.Containers[0].Image, mp.Spec.InitContainers[0].Image)

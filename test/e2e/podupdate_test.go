@@ -1,0 +1,131 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
+	"github.com/leafsync/leafsync/test/harness"
+)
+
+// TestPodUpdate: what a user changes on a pod on a leaf after it was
+// created reaches the member pod, in place (same UID): `kubectl label`,
+// `kubectl annotate` (a change and a removal), `kubectl set image`, and
+// activeDeadlineSeconds set. An annotation the member side added to its
+// pod (a webhook, a controller) survives every update, and the member pod
+// records the host pod's generation it was last written from.
+func TestPodUpdate(t *testing.T) {
+	f := newPodSyncFleet(t, "member-a")
+	hc, mc := f.host.Client(), f.members["member-a"].Client()
+	ctx := context.Background()
+	const leaf, name = "leaf-member-a", "updatable"
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leaf, time.Minute)
+
+	tmpl := leafWorkload(name, 1, leaf).PodTemplate()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNS, Labels: tmpl.Labels,
+		Annotations: map[string]string{"example.com/keep": "1", "example.com/drop": "1"}}, Spec: tmpl.Spec}
+	if _, err := hc.CoreV1().Pods(appsNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitHostPodsReady(t, f, "app="+name, 1, 90*time.Second, leaf)
+	member, err := mc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The member side annotates its pod, as a member webhook would.
+	patchPod(t, mc, name, types.MergePatchType, map[string]any{"metadata": map[string]any{
+		"annotations": map[string]any{"member.example/added": "yes"}}})
+
+	// waitMember waits until the member pod (the same one) passes check,
+	// and the host generation it records is the host pod's.
+	waitMember := func(t *testing.T, what string, check func(mp *corev1.Pod) error) {
+		t.Helper()
+		start := time.Now()
+		harness.Eventually(t, 30*time.Second, what, func() error {
+			mp, err := mc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if mp.UID != member.UID {
+				return fmt.Errorf("member pod replaced: uid %s, was %s", mp.UID, member.UID)
+			}
+			if err := check(mp); err != nil {
+				return err
+			}
+			if mp.Annotations["member.example/added"] != "yes" {
+				return fmt.Errorf("the member-added annotation is gone: %v", mp.Annotations)
+			}
+			hp, err := hc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if g := mp.Annotations[podmeta.AnnotationHostGeneration]; g != strconv.FormatInt(hp.Generation, 10) {
+				return fmt.Errorf("member pod records host generation %q, host pod is at %d", g, hp.Generation)
+			}
+			return nil
+		})
+		t.Logf("%s %s after the host's change", what, time.Since(start).Round(time.Millisecond))
+	}
+
+	t.Run("labels and annotations", func(t *testing.T) {
+		patchPod(t, hc, name, types.MergePatchType, map[string]any{"metadata": map[string]any{
+			"labels":      map[string]any{"tier": "front"},
+			"annotations": map[string]any{"example.com/keep": "2", "example.com/drop": nil},
+		}})
+		waitMember(t, "member pod relabelled", func(mp *corev1.Pod) error {
+			if mp.Labels["tier"] != "front" || mp.Annotations["example.com/keep"] != "2" {
+				return fmt.Errorf("labels %v annotations %v", mp.Labels, mp.Annotations)
+			}
+			if _, ok := mp.Annotations["example.com/drop"]; ok {
+				return fmt.Errorf("annotation removed on the host still on the member pod")
+			}
+			return nil
+		})
+	})
+
+	t.Run("image", func(t *testing.T) {
+		patchPod(t, hc, name, types.StrategicMergePatchType, map[string]any{"spec": map[string]any{
+			"containers": []map[string]any{{"name": tmpl.Spec.Containers[0].Name, "image": "registry.example/app:2"}}}})
+		waitMember(t, "member pod image updated", func(mp *corev1.Pod) error {
+			if img := mp.Spec.Containers[0].Image; img != "registry.example/app:2" {
+				return fmt.Errorf("image %s", img)
+			}
+			return nil
+		})
+	})
+
+	t.Run("activeDeadlineSeconds", func(t *testing.T) {
+		patchPod(t, hc, name, types.MergePatchType, map[string]any{"spec": map[string]any{"activeDeadlineSeconds": 3600}})
+		waitMember(t, "member pod deadline set", func(mp *corev1.Pod) error {
+			if ads := mp.Spec.ActiveDeadlineSeconds; ads == nil || *ads != 3600 {
+				return fmt.Errorf("activeDeadlineSeconds %v", ads)
+			}
+			return nil
+		})
+	})
+}
+
+// patchPod patches pod name of the test namespace.
+func patchPod(t *testing.T, c kubernetes.Interface, name string, pt types.PatchType, body map[string]any) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Pods(appsNS).Patch(context.Background(), name, pt, data, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
