@@ -95,12 +95,14 @@ func TestHelmChartLeastPrivilege(t *testing.T) {
 		{"list", "secrets", "-A"}, {"watch", "secrets", "-A"}, {"list", "secrets", "-n", "default"},
 		{"list", "configmaps", "-A"}, {"watch", "configmaps", "-A"},
 		{"create", "configmaps", "-n", "default"},
+		{"create", "services", "-n", "default"}, {"patch", "services", "-n", "default"}, {"delete", "services", "-n", "default"},
 	} {
 		expect("no", q...)
 	}
 	for _, q := range [][]string{
 		{"get", "secrets", "-n", "default"}, {"get", "configmaps", "-n", "default"},
-		{"list", "secrets", "-n", leafsyncNamespace}, // registrations
+		{"list", "secrets", "-n", leafsyncNamespace},            // registrations
+		{"list", "services", "-A"}, {"watch", "services", "-A"}, // copied into members (pod-sync.md#services)
 		// RBAC cannot tell a leaf from a real Node: the fence must.
 		{"patch", "nodes", "--subresource=status"}, {"delete", "nodes"}, {"update", "nodes"},
 		{"patch", "leases", "-n", "kube-node-lease"}, {"delete", "leases", "-n", "kube-node-lease"},

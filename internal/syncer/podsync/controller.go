@@ -100,6 +100,9 @@ type Controller struct {
 	assignMu sync.Mutex
 
 	nsWatch *nswatch.Watch
+	// services are the host's Services, copied into a member namespace
+	// before a pod is created there (services.go).
+	services *hostServices
 }
 
 // New returns a Controller; Start runs it.
@@ -125,6 +128,7 @@ func New(o Options) *Controller {
 		log:    o.Logger.WithName("podsync"),
 	}
 	c.nsWatch = nswatch.New(o.Host, o.Clock, c.deferredNamespaceChanged)
+	c.services = newHostServices(o.Host)
 	c.engage = engage.NewRunner(c, c.log)
 	return c
 }
@@ -137,6 +141,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Registry.OnDeregister("pod-sync", c.cleanup)
 	c.nsWatch.Start(ctx)
 	defer c.nsWatch.Wait()
+	c.services.start(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.LeafNodes.Informer().HasSynced) {
 		return nil
 	}

@@ -133,9 +133,10 @@ func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 
 // refreshDeps, run every Resync while the member is Ready: the copies are
 // compared with the host objects the synced pods use (a live host pod on
-// the leaf, leafsync's member pods), so a copy deleted or changed in the
-// member, or whose host object changed, is restored within one resync, and
-// copies no synced pod uses any more are deleted (reflector.Refresh).
+// the leaf, leafsync's member pods; the Services of their namespaces), so
+// a copy deleted or changed in the member, or whose host object changed,
+// is restored within one resync, and copies no synced pod uses any more
+// are deleted (reflector.Refresh).
 func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	m, leaf, host := ms.snapshot()
 	if st := m.Readiness.Status; st.State != hysteresis.Ready || !host.HasSynced() || !m.Runtime.HasSynced() {
@@ -145,9 +146,13 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	ms.depMu.Lock()
 	defer ms.depMu.Unlock()
 
+	if !ms.c.services.synced() {
+		return nil // copies of Services no pod seems to use would go
+	}
 	uses := map[reflector.Key]reflector.Use{}
 	use := func(namespace string, spec *corev1.PodSpec, live bool) {
-		for _, r := range translate.References(spec) {
+		refs, _ := ms.c.podRefs(namespace, spec)
+		for _, r := range refs {
 			k := reflector.Key{Kind: r.Kind, Namespace: namespace, Name: r.Name}
 			u := uses[k]
 			u.Live = u.Live || live

@@ -405,7 +405,10 @@ func (x *execution) createMember(ctx context.Context) error {
 	x.ms.depMu.Lock()
 	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace, x.c.admissionFor(x.m))
 	if err == nil {
-		err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, translate.References(&mp.Spec))
+		var refs []reflector.Ref // its ConfigMaps and Secrets, its namespace's Services
+		if refs, err = x.c.podRefs(mp.Namespace, &mp.Spec); err == nil {
+			err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, refs)
+		}
 	}
 	var created *corev1.Pod
 	if err == nil {

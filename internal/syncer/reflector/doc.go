@@ -1,6 +1,8 @@
 // Package reflector keeps a member's copies of the host objects its synced
 // pods use (ConfigMaps and Secrets), so that a name in a pod resolves in
-// the member to the host's object and never to the member's own.
+// the member to the host's object and never to the member's own, and of
+// the Services of their namespaces, so that the member's kubelet injects
+// the Services' environment variables (services.go).
 //
 // One shape for every kind: a Kind says how to read the host object, what
 // copy of it the member gets (an apply configuration), and how to compare,

@@ -32,7 +32,7 @@ type Kind interface {
 }
 
 // kinds are the kinds reflected, by name.
-var kinds = map[string]Kind{"ConfigMap": configMaps{configMapCalls}, "Secret": secrets{secretCalls}}
+var kinds = map[string]Kind{"ConfigMap": configMaps{configMapCalls}, "Secret": secrets{secretCalls}, "Service": services{serviceCalls}}
 
 // fieldManager is leafsync's name in managedFields.
 const fieldManager = "leafsync"

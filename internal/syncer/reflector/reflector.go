@@ -35,7 +35,7 @@ const (
 
 // Ref is a host object a pod uses, in the pod's namespace.
 type Ref struct {
-	Kind string // "ConfigMap" or "Secret"
+	Kind string // "ConfigMap", "Secret" or "Service"
 	Name string
 	// Optional: every use of it may be missing, as on a node (optional
 	// volumes, projections and env references; image pull secrets, which
