@@ -233,12 +233,7 @@ func TestSpecFidelity(t *testing.T) {
 	if !equality.Semantic.DeepEqual(hp, before) {
 		t.Fatal("MemberPod changed the host pod")
 	}
-	got := map[string]treatment{}
-	descend := map[string]bool{"metadata": true, "spec": true, "spec.containers[]": true, "spec.initContainers[]": true, "spec.affinity": true}
-	for _, f := range []string{"metadata", "spec", "status"} {
-		classify(t, f, fieldOf(before, f), fieldOf(mp, f), reflect.Value{}, descend, got)
-	}
-	check(t, "MemberPod", memberPodFields, got)
+	check(t, "MemberPod", memberPodFields, classifyPod(t, before, mp, nil))
 
 	hostSide, memberSide := &corev1.Pod{}, &corev1.Pod{}
 	fill(t, reflect.ValueOf(&hostSide.Status).Elem(), "status", filler{prefix: "host:", n: 1})
@@ -248,7 +243,7 @@ func TestSpecFidelity(t *testing.T) {
 	memberSide.Annotations = map[string]string{podmeta.AnnotationHostGeneration: "7"}
 	leaf := &corev1.Node{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.9"}}}}
 	mirrored := podstatus.Mirror(hostSide, memberSide, leaf, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
-	got = map[string]treatment{}
+	got := map[string]treatment{}
 	classify(t, "status", reflect.ValueOf(memberSide.Status), reflect.ValueOf(mirrored), reflect.ValueOf(hostSide.Status), map[string]bool{"status": true}, got)
 	check(t, "podstatus.Mirror", mirroredStatusFields, got)
 
@@ -289,12 +284,7 @@ func TestUpdateFidelity(t *testing.T) {
 	if err := json.Unmarshal(data, &patched); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]treatment{}
-	descend := map[string]bool{"metadata": true, "spec": true, "spec.containers[]": true, "spec.initContainers[]": true, "spec.affinity": true}
-	for _, f := range []string{"metadata", "spec", "status"} {
-		classify(t, f, fieldOf(want, f), fieldOf(&patched, f), fieldOf(mp, f), descend, got)
-	}
-	check(t, "MemberUpdate", memberUpdateFields, got)
+	check(t, "MemberUpdate", memberUpdateFields, classifyPod(t, want, &patched, mp))
 }
 
 // maximalHostPod is a host pod with every field set, plus what makes each
@@ -389,18 +379,28 @@ func fill(t *testing.T, v reflect.Value, path string, f filler) {
 // join names a struct field by its JSON name; an inline field adds none.
 func join(path string, sf reflect.StructField) string {
 	name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-	if name == "" {
+	switch {
+	case name == "":
 		return path
+	case path == "":
+		return name
 	}
 	return path + "." + name
 }
 
-func fieldOf(p *corev1.Pod, name string) reflect.Value {
-	return map[string]reflect.Value{
-		"metadata": reflect.ValueOf(p.ObjectMeta),
-		"spec":     reflect.ValueOf(p.Spec),
-		"status":   reflect.ValueOf(p.Status),
-	}[name]
+// classifyPod classifies the fields of pod from in pod to (kept: the
+// receiver's pod before, nil for none): metadata, spec and status, the
+// fields of containers, init containers and affinity one by one.
+func classifyPod(t *testing.T, from, to, kept *corev1.Pod) map[string]treatment {
+	t.Helper()
+	got := map[string]treatment{}
+	descend := map[string]bool{"": true, "metadata": true, "spec": true, "spec.containers[]": true, "spec.initContainers[]": true, "spec.affinity": true}
+	var k reflect.Value
+	if kept != nil {
+		k = reflect.ValueOf(*kept)
+	}
+	classify(t, "", reflect.ValueOf(*from), reflect.ValueOf(*to), k, descend, got)
+	return got
 }
 
 // classify records the treatment of from's fields in to. kept is what the
