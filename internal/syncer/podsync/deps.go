@@ -117,7 +117,7 @@ func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 	for _, obj := range host.GetStore().List() {
 		hp, ok := obj.(*corev1.Pod)
 		if ok && hp.Namespace == k.Namespace && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
-			if spec := translate.MemberSpec(hp); uses(&spec) {
+			if spec := translate.MemberSpecWithEphemeral(hp); uses(&spec) {
 				return true
 			}
 		}
@@ -162,7 +162,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	}
 	for _, obj := range host.GetStore().List() {
 		if hp, ok := obj.(*corev1.Pod); ok && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
-			spec := translate.MemberSpec(hp)
+			spec := translate.MemberSpecWithEphemeral(hp)
 			use(hp.Namespace, &spec, hp.DeletionTimestamp == nil)
 		}
 	}
