@@ -40,7 +40,8 @@ const (
 )
 
 // memberRules is the least leafsync needs in a member: read Nodes (leaf
-// capacity), run pods (create/update/delete, their status, evictions),
+// capacity), run pods (create/update/delete, their status, evictions,
+// resizes, ephemeral containers),
 // create namespaces for them, the ConfigMaps and Secrets they mount and
 // the Services of their namespaces (copies of the host's),
 // plus the health endpoints the prober reads. The same rules cover the
@@ -51,6 +52,8 @@ var memberRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"get", "update", "patch"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/resize"}, Verbs: []string{"update"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/ephemeralcontainers"}, Verbs: []string{"update"}},
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "services"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{NonResourceURLs: []string{"/readyz", "/livez", "/healthz"}, Verbs: []string{"get"}},

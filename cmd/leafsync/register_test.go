@@ -224,7 +224,7 @@ func TestSetupServiceAccount(t *testing.T) {
 		}
 		return false
 	}
-	for _, rv := range [][2]string{{"nodes", "watch"}, {"pods", "create"}, {"pods", "delete"}, {"pods/status", "patch"}, {"pods/eviction", "create"}, {"namespaces", "create"}, {"configmaps", "update"}, {"secrets", "create"}, {"services", "patch"}, {"services", "delete"}} {
+	for _, rv := range [][2]string{{"nodes", "watch"}, {"pods", "create"}, {"pods", "delete"}, {"pods/status", "patch"}, {"pods/eviction", "create"}, {"pods/resize", "update"}, {"pods/ephemeralcontainers", "update"}, {"namespaces", "create"}, {"configmaps", "update"}, {"secrets", "create"}, {"services", "patch"}, {"services", "delete"}} {
 		if !allows(rv[0], rv[1]) {
 			t.Errorf("ClusterRole does not allow %s %s", rv[1], rv[0])
 		}
