@@ -26,25 +26,12 @@ import (
 // pod (a webhook, a controller) survives every update, and the member pod
 // records the host pod's generation it was last written from.
 func TestPodUpdate(t *testing.T) {
-	f := newPodSyncFleet(t, "member-a")
+	const name = "updatable"
+	f, member := podOnLeaf(t, name, func(p *corev1.Pod) {
+		p.Annotations = map[string]string{"example.com/keep": "1", "example.com/drop": "1"}
+	})
 	hc, mc := f.host.Client(), f.members["member-a"].Client()
 	ctx := context.Background()
-	const leaf, name = "leaf-member-a", "updatable"
-	f.startLeafsync(t, "leafsync")
-	f.register(t, "member-a", nil)
-	f.waitLeafReady(t, leaf, time.Minute)
-
-	tmpl := leafWorkload(name, 1, leaf).PodTemplate()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNS, Labels: tmpl.Labels,
-		Annotations: map[string]string{"example.com/keep": "1", "example.com/drop": "1"}}, Spec: tmpl.Spec}
-	if _, err := hc.CoreV1().Pods(appsNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitHostPodsReady(t, f, "app="+name, 1, 90*time.Second, leaf)
-	member, err := mc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The member side annotates its pod, as a member webhook would.
 	patchPod(t, mc, name, types.MergePatchType, map[string]any{"metadata": map[string]any{
 		"annotations": map[string]any{"member.example/added": "yes"}}})
@@ -98,7 +85,7 @@ func TestPodUpdate(t *testing.T) {
 
 	t.Run("image", func(t *testing.T) {
 		patchPod(t, hc, name, types.StrategicMergePatchType, map[string]any{"spec": map[string]any{
-			"containers": []map[string]any{{"name": tmpl.Spec.Containers[0].Name, "image": "registry.example/app:2"}}}})
+			"containers": []map[string]any{{"name": member.Spec.Containers[0].Name, "image": "registry.example/app:2"}}}})
 		waitMember(t, "member pod image updated", func(mp *corev1.Pod) error {
 			if img := mp.Spec.Containers[0].Image; img != "registry.example/app:2" {
 				return fmt.Errorf("image %s", img)
@@ -116,6 +103,31 @@ func TestPodUpdate(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// podOnLeaf is a host with one member (member-a) and leafsync running,
+// and a pod name on its leaf, built from leafWorkload's template and edit,
+// running; it returns the fleet and the member pod.
+func podOnLeaf(t *testing.T, name string, edit func(*corev1.Pod)) (*fleet, *corev1.Pod) {
+	t.Helper()
+	const leaf = "leaf-member-a"
+	f := newPodSyncFleet(t, "member-a")
+	f.startLeafsync(t, "leafsync")
+	f.register(t, "member-a", nil)
+	f.waitLeafReady(t, leaf, time.Minute)
+	tmpl := leafWorkload(name, 1, leaf).PodTemplate()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNS, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+	edit(pod)
+	ctx := context.Background()
+	if _, err := f.host.Client().CoreV1().Pods(appsNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitHostPodsReady(t, f, "app="+name, 1, 90*time.Second, leaf)
+	member, err := f.members["member-a"].Client().CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, member
 }
 
 // patchPod patches pod name of the test namespace.
