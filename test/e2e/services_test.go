@@ -191,39 +191,48 @@ func TestServicesReflected(t *testing.T) {
 	})
 }
 
-// watchAdded watches the member from now, and returns a lookup of the
-// resourceVersion at which an object of that name was first added.
+// watchAdded watches the member from now (watchFrom: re-watched, no event
+// missed), and returns a lookup of the resourceVersion at which an object
+// of that name was first added.
 func watchAdded(t *testing.T, c *harness.Cluster, open func(context.Context, kubernetes.Interface, metav1.ListOptions) (watch.Interface, error)) func(name string) (int64, bool) {
 	t.Helper()
 	cfg := c.RESTConfig()
 	cfg.Timeout = 0
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := open(ctx, kubernetes.NewForConfigOrDie(cfg), metav1.ListOptions{})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	// Any list gives the store's current resourceVersion to watch from.
+	now, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	added := map[string]int64{}
+	var watchErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ev := range w.ResultChan() {
-			o, ok := ev.Object.(metav1.Object)
-			if !ok || ev.Type != watch.Added {
-				continue
-			}
-			rv, err := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
-			mu.Lock()
-			if _, seen := added[o.GetName()]; !seen && err == nil {
-				added[o.GetName()] = rv
-			}
-			mu.Unlock()
-		}
+		watchFrom(ctx, now.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return open(ctx, cs, o) },
+			func(ev watch.Event) {
+				o, ok := ev.Object.(metav1.Object)
+				if !ok || ev.Type != watch.Added {
+					return
+				}
+				rv, err := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
+				mu.Lock()
+				defer mu.Unlock()
+				if _, seen := added[o.GetName()]; !seen && err == nil {
+					added[o.GetName()] = rv
+				}
+			},
+			func(err error) { mu.Lock(); watchErr = err; mu.Unlock() })
 	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	t.Cleanup(func() { cancel(); <-done })
 	return func(name string) (int64, bool) {
 		mu.Lock()
 		defer mu.Unlock()
+		if watchErr != nil {
+			t.Errorf("member watch: %v", watchErr)
+		}
 		rv, ok := added[name]
 		return rv, ok
 	}
