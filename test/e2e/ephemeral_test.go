@@ -26,29 +26,15 @@ import (
 // only the spec is checked here; the conformance spec "Ephemeral
 // Containers" runs one on a real kubelet.
 func TestEphemeralContainers(t *testing.T) {
-	f := newPodSyncFleet(t, "member-a")
+	f, member := podOnLeaf(t, "target", func(*corev1.Pod) {})
 	hc, mc := f.host.Client(), f.members["member-a"].Client()
 	ctx := context.Background()
-	const leaf = "leaf-member-a"
-	f.startLeafsync(t, "leafsync")
-	f.register(t, "member-a", nil)
-	f.waitLeafReady(t, leaf, time.Minute)
-
 	if _, err := hc.CoreV1().ConfigMaps(appsNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "debug-env", Namespace: appsNS}, Data: map[string]string{"MODE": "debug"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tmpl := leafWorkload("target", 1, leaf).PodTemplate()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "target", Namespace: appsNS, Labels: tmpl.Labels}, Spec: tmpl.Spec}
-	if _, err := hc.CoreV1().Pods(appsNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitHostPodsReady(t, f, "app=target", 1, 90*time.Second, leaf)
-	member, err := mc.CoreV1().Pods(appsNS).Get(ctx, "target", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := member.Spec.Containers[0].Name
 
 	addEphemeral := func(ec corev1.EphemeralContainer) {
 		t.Helper()
@@ -81,7 +67,7 @@ func TestEphemeralContainers(t *testing.T) {
 
 	t.Run("an ephemeral container reaches the member pod, with its ConfigMap", func(t *testing.T) {
 		added := time.Now()
-		addEphemeral(corev1.EphemeralContainer{TargetContainerName: tmpl.Spec.Containers[0].Name, EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		addEphemeral(corev1.EphemeralContainer{TargetContainerName: app, EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 			Name: "debugger", Image: "registry.example/busybox:1", Stdin: true, TTY: true,
 			EnvFrom:                  []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "debug-env"}}}},
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent,
@@ -95,7 +81,7 @@ func TestEphemeralContainers(t *testing.T) {
 			if !ok {
 				return fmt.Errorf("member pod's ephemeral containers: %v", ecs)
 			}
-			if c.TargetContainerName != tmpl.Spec.Containers[0].Name || c.Image != "registry.example/busybox:1" || !c.Stdin || !c.TTY {
+			if c.TargetContainerName != app || c.Image != "registry.example/busybox:1" || !c.Stdin || !c.TTY {
 				return fmt.Errorf("member's debugger: %+v", c)
 			}
 			return nil
