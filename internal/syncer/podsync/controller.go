@@ -57,8 +57,9 @@ type Options struct {
 	// ReapAfter: a host pod Terminating this long on a leaf whose member is
 	// confirmed down is finished in the host.
 	ReapAfter time.Duration
-	// Resync: every pod is looked at again, and ConfigMaps and Secrets
-	// refreshed and garbage-collected, at least this often.
+	// Resync: every pod is looked at again, and the copies of ConfigMaps,
+	// Secrets and Services refreshed and garbage-collected, at least this
+	// often.
 	Resync time.Duration
 	// PodSecurity is the fleet's Pod Security level (privileged, baseline,
 	// restricted; "" is baseline): member pods are evaluated at it, and the
@@ -249,7 +250,7 @@ type memberSync struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 
-	depMu sync.Mutex // serializes the writes of member ConfigMap and Secret copies
+	depMu sync.Mutex // serializes the writes of member ConfigMap, Secret and Service copies
 }
 
 func (c *Controller) startMember(parent context.Context, m clusters.Member) *memberSync {
@@ -378,7 +379,7 @@ func (ms *memberSync) hostSynced() bool {
 // start-up never syncs, and pods bound to its leaf must still be owed and
 // reaped), then looks at every pod on a state change
 // and every Resync, when it also refreshes and garbage-collects the
-// ConfigMaps and Secrets in the member.
+// copies of ConfigMaps, Secrets and Services in the member.
 func (ms *memberSync) loop(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), ms.hostSynced) {
 		return
@@ -395,7 +396,7 @@ func (ms *memberSync) loop(ctx context.Context) {
 		case <-tick.C():
 			ms.enqueueAll()
 			if err := ms.refreshDeps(ctx); err != nil && ctx.Err() == nil {
-				ms.log.V(1).Info("refreshing ConfigMaps and Secrets", "error", err.Error())
+				ms.log.V(1).Info("refreshing the copies of ConfigMaps, Secrets and Services", "error", err.Error())
 			}
 		}
 	}
