@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -102,6 +104,78 @@ func TestPodUpdate(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("a change the member refuses is a Warning Event; the member pod stays", func(t *testing.T) {
+		refuseLabel(t, mc, "refuse")
+		patchPod(t, hc, name, types.MergePatchType, map[string]any{"metadata": map[string]any{
+			"labels": map[string]any{"refuse": "yes"}}})
+		harness.Eventually(t, 30*time.Second, "a MemberUpdateRefused Event on the host pod", func() error {
+			msg, ok := hostEvents(t, f, "MemberUpdateRefused")[name]
+			if !ok {
+				return fmt.Errorf("no Event")
+			}
+			if !strings.Contains(msg, "label refuse is not allowed here") {
+				return fmt.Errorf("Event %q does not carry the member's message", msg)
+			}
+			return nil
+		})
+		mp, err := mc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := mp.Labels["refuse"]; ok || mp.UID != member.UID {
+			t.Errorf("member pod changed by a refused update: uid %s labels %v", mp.UID, mp.Labels)
+		}
+	})
+}
+
+// refuseLabel makes the member's API refuse a pod update that gives a pod
+// the label key, as a member's admission policy may (a
+// ValidatingAdmissionPolicy, in force once a pod update is refused).
+func refuseLabel(t *testing.T, mc kubernetes.Interface, key string) {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-" + key},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: fmt.Sprintf("!has(object.metadata.labels) || !(%q in object.metadata.labels)", key),
+				Message:    fmt.Sprintf("label %s is not allowed here", key),
+			}},
+		},
+	}
+	if _, err := mc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if _, err := mc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// In force: a dry-run update giving a pod the label is refused.
+	harness.Eventually(t, 30*time.Second, "the member's policy in force", func() error {
+		pods, err := mc.CoreV1().Pods(appsNS).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Errorf("no pod to try: %v", err)
+		}
+		p := pods.Items[0].DeepCopy()
+		p.Labels[key] = "x"
+		_, err = mc.CoreV1().Pods(appsNS).Update(ctx, p, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return fmt.Errorf("update accepted")
+		}
+		return nil
 	})
 }
 
