@@ -3,21 +3,22 @@ package leafnode
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/internal/retry"
 )
 
 // Heartbeat renews a leaf's Lease in kube-node-lease, as a kubelet renews
@@ -94,40 +95,35 @@ func (h *Heartbeat) Run(ctx context.Context) {
 	}
 }
 
-// renewRetry spaces the retries of one renewal: from 50ms to 500ms, doubling,
-// each up to three times as long with jitter (100ms to 1s on average).
-var renewRetry = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 2, Cap: 500 * time.Millisecond, Steps: math.MaxInt32}
+// renewRetries spaces the retries of one renewal until the next one is due
+// (the elapsed-time bound, on the Heartbeat's clock): from 50ms to 500ms,
+// doubling, each up to three times as long with jitter (100ms to 1s on
+// average), as a random factor of ±50% around twice those.
+func (h *Heartbeat) renewRetries(until time.Duration) backoff.BackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMultiplier(2),
+		backoff.WithMaxInterval(time.Second), backoff.WithRandomizationFactor(0.5),
+		// 0 would mean no bound; a round that starts at its deadline tries once.
+		backoff.WithMaxElapsedTime(max(until, time.Nanosecond)),
+		backoff.WithClockProvider(h.clock()))
+}
 
 // renewUntil tries to renew, retrying with jitter until it succeeds or the
-// next renewal is due.
+// next try would fall after the next renewal's due time.
 func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 	clk := h.clock()
-	backoff := renewRetry
-	for {
-		err := h.Renew(ctx)
-		if err == nil {
-			if h.OnRenew != nil {
-				h.OnRenew(clk.Since(due), nil)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		wait := backoff.Step()
-		if clk.Now().Add(wait).After(next) {
-			h.Log.Error(err, "leaf lease renewal failed; retrying at the next interval", "leaf", h.Name)
-			if h.OnRenew != nil {
-				h.OnRenew(clk.Since(due), err)
-			}
-			return
-		}
-		h.Log.V(1).Info("leaf lease renewal failed; retrying", "leaf", h.Name, "error", err.Error(), "in", wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-clk.After(wait):
-		}
+	err := retry.Notify(ctx, clk, h.renewRetries(next.Sub(clk.Now())), func() error { return h.Renew(ctx) },
+		func(err error, in time.Duration) {
+			h.Log.V(1).Info("leaf lease renewal failed; retrying", "leaf", h.Name, "error", err.Error(), "in", in)
+		})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		h.Log.Error(err, "leaf lease renewal failed; retrying at the next interval", "leaf", h.Name)
+	}
+	if h.OnRenew != nil {
+		h.OnRenew(clk.Since(due), err)
 	}
 }
 

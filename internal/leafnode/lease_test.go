@@ -2,6 +2,7 @@ package leafnode
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -9,8 +10,11 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -91,5 +95,74 @@ func TestRenewLabelsAnOldLease(t *testing.T) {
 	}
 	if l.Labels[LabelCluster] != "eu-1" || l.Spec.RenewTime == nil {
 		t.Fatalf("lease after renewal: labels %v, renewTime %v; want leafsync.io/cluster=eu-1 and a renewal", l.Labels, l.Spec.RenewTime)
+	}
+}
+
+// A failed renewal is retried with jittered, doubling delays (50ms to
+// 500ms before jitter, each up to three times as long), and given up, with
+// the error reported, once the next try would fall after the next renewal.
+func TestRenewRetriesUntilTheNextRenewal(t *testing.T) {
+	for _, failures := range []int{3, 1000} {
+		t.Run(fmt.Sprint(failures, " failures"), func(t *testing.T) {
+			leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "l1", Labels: map[string]string{LabelCluster: "eu-1"}}}
+			client := fake.NewClientset(leaf)
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			var tries []time.Time
+			client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, apiruntime.Object, error) {
+				tries = append(tries, clk.Now())
+				if len(tries) <= failures {
+					return true, nil, apierrors.NewServiceUnavailable("host is slow")
+				}
+				return false, nil, nil
+			})
+			var reports []error
+			hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Interval: 3 * time.Second, Duration: 40 * time.Second,
+				Timeout: time.Second, Clock: clk, Log: logr.Discard(),
+				OnRenew: func(_ time.Duration, err error) { reports = append(reports, err) }}
+			due := clk.Now()
+			next := due.Add(hb.Interval)
+			done := make(chan struct{})
+			go func() { defer close(done); hb.renewUntil(context.Background(), due, next) }()
+			for stepping := true; stepping; {
+				select {
+				case <-done:
+					stepping = false
+				case <-time.After(10 * time.Second):
+					t.Fatal("renewUntil never returned")
+				default:
+					if clk.HasWaiters() {
+						clk.Step(time.Millisecond)
+					}
+					runtime.Gosched()
+				}
+			}
+			t.Logf("%d tries, the last at +%s", len(tries), tries[len(tries)-1].Sub(due))
+			base := 50 * time.Millisecond
+			for i := 1; i < len(tries); i++ {
+				gap := tries[i].Sub(tries[i-1])
+				if gap < base || gap > 3*base+time.Millisecond {
+					t.Errorf("retry %d after %s, want within [%s, %s]", i, gap, base, 3*base)
+				}
+				base = min(2*base, 500*time.Millisecond)
+			}
+			if last := tries[len(tries)-1]; !last.Before(next) {
+				t.Errorf("last try at +%s, at or after the next renewal (+%s)", last.Sub(due), hb.Interval)
+			}
+			if len(reports) != 1 {
+				t.Fatalf("OnRenew called %d times, want once", len(reports))
+			}
+			if failures < len(tries) {
+				if reports[0] != nil || len(tries) != failures+1 {
+					t.Errorf("after %d failures: %d tries, report %v; want a renewal at the next try", failures, len(tries), reports[0])
+				}
+				return
+			}
+			if !apierrors.IsServiceUnavailable(reports[0]) {
+				t.Errorf("report %v, want the last error", reports[0])
+			}
+			if len(tries) < 5 || next.Sub(tries[len(tries)-1]) > 1500*time.Millisecond {
+				t.Errorf("gave up after %d tries, the last at +%s: too early for a next renewal at +%s", len(tries), tries[len(tries)-1].Sub(due), hb.Interval)
+			}
+		})
 	}
 }

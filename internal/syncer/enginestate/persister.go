@@ -17,21 +17,22 @@
 package enginestate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
 	"github.com/leafsync/leafsync/hysteresis"
+	"github.com/leafsync/leafsync/internal/retry"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
 
@@ -216,29 +217,46 @@ func (p *Persister) preload(ctx context.Context) error {
 	// Each read is bounded by the deadline too, should the store hang.
 	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
 	defer cancel()
-	backoff := preloadRetry
-	for {
+	var n int
+	var last error // the store's, not ctx's: the reason members start fresh
+	err := retry.Notify(ctx, p.opts.Clock, untilDeadline{preloadRetry(), p.opts.Clock, deadline}, func() (err error) {
 		p.lastAttempt = p.opts.Clock.Now()
-		n, err := p.keeper.Preload(ctx)
-		if err == nil {
-			p.log.Info("read saved state of the fleet", "records", n, "backend", p.keeper.Backend())
-			return nil
-		}
-		wait := min(backoff.Step(), deadline.Sub(p.opts.Clock.Now()))
-		if wait <= 0 {
-			return fmt.Errorf("reading saved state: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("reading saved state: %w", err)
-		case <-p.opts.Clock.After(wait):
-		}
+		n, err = p.keeper.Preload(ctx)
+		last = err
+		return err
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("reading saved state: %w", cmp.Or(last, err))
 	}
+	p.log.Info("read saved state of the fleet", "records", n, "backend", p.keeper.Backend())
+	return nil
 }
 
 // preloadRetry spaces the reads of an unavailable store: 100ms, doubling,
 // at most 2s.
-var preloadRetry = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
+func preloadRetry() backoff.BackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMultiplier(2),
+		backoff.WithMaxInterval(2*time.Second), backoff.WithRandomizationFactor(0),
+		backoff.WithMaxElapsedTime(0)) // untilDeadline bounds it
+}
+
+// untilDeadline cuts b's waits short at deadline, so that the last read is
+// at the deadline (an elapsed-time bound would give up at the read before),
+// and stops after it.
+type untilDeadline struct {
+	backoff.BackOff
+	clk      clock.PassiveClock
+	deadline time.Time
+}
+
+func (u untilDeadline) NextBackOff() time.Duration {
+	left := u.deadline.Sub(u.clk.Now())
+	if left <= 0 {
+		return backoff.Stop
+	}
+	return min(u.BackOff.NextBackOff(), left)
+}
 
 // Observed is called after every observation the engine accepted, with its
 // decision (clusters.Options.OnObserve). It writes the decision's snapshot

@@ -232,3 +232,38 @@ func restoreStepping(t *testing.T, p *enginestate.Persister, clk *clocktesting.F
 		runtime.Gosched()
 	}
 }
+
+// scanClock is a store whose reads of every record are stamped with clk.
+type scanClock struct {
+	*storetest.Faulty
+	clk   *clocktesting.FakeClock
+	scans []time.Time
+}
+
+func (s *scanClock) Scan(ctx context.Context) ([]store.Record, error) {
+	s.scans = append(s.scans, s.clk.Now())
+	return s.Faulty.Scan(ctx)
+}
+
+// An unavailable store is read again after 100ms, doubling to at most 2s,
+// and once more at RestoreTimeout, the deadline, before the member starts
+// fresh.
+func TestRestoreRetriesUntilRestoreTimeout(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s := &scanClock{Faulty: &storetest.Faulty{Store: store.NewMemory()}, clk: clk}
+	s.Fail(storetest.ErrDown)
+	k := runKeeper(t, s, store.KeeperOptions{})
+	p := enginestate.New(k, enginestate.Options{RestoreTimeout: 4 * time.Second, Clock: clk})
+	fleet, _ := hysteresis.NewFleet(testFleetConfig())
+	_ = fleet.Add("a", hysteresis.Overrides{})
+	if restored, err := restoreStepping(t, p, clk, "a", owner{fleet}); restored || !errors.Is(err, storetest.ErrDown) {
+		t.Fatalf("restored=%v err=%v with the store down; want the store's error", restored, err)
+	}
+	var at []string
+	for _, s := range s.scans {
+		at = append(at, s.Sub(t0).String())
+	}
+	if got, want := strings.Join(at, " "), "0s 100ms 300ms 700ms 1.5s 3.1s 4s"; got != want {
+		t.Errorf("reads at %s, want %s", got, want)
+	}
+}
