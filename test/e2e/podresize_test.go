@@ -37,25 +37,10 @@ func cpuResources(req, limit string) corev1.ResourceRequirements {
 // what a v1.36 kubelet reports at start; the actuation itself (status
 // resources, PodResizeInProgress) is a real kubelet's.
 func TestPodResize(t *testing.T) {
-	f := newPodSyncFleet(t, "member-a")
+	const name = "resizable"
+	f, member := podOnLeaf(t, name, func(p *corev1.Pod) { p.Spec.Containers[0].Resources = cpuResources("100m", "200m") })
 	hc, mc := f.host.Client(), f.members["member-a"].Client()
 	ctx := context.Background()
-	const leaf, name = "leaf-member-a", "resizable"
-	f.startLeafsync(t, "leafsync")
-	f.register(t, "member-a", nil)
-	f.waitLeafReady(t, leaf, time.Minute)
-
-	tmpl := leafWorkload(name, 1, leaf).PodTemplate()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNS, Labels: tmpl.Labels}, Spec: tmpl.Spec}
-	pod.Spec.Containers[0].Resources = cpuResources("100m", "200m")
-	if _, err := hc.CoreV1().Pods(appsNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitHostPodsReady(t, f, "app="+name, 1, 90*time.Second, leaf)
-	member, err := mc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reportResources(t, mc, name)
 	harness.Eventually(t, 30*time.Second, "host pod's container status reports resources", func() error {
 		hp, err := hc.CoreV1().Pods(appsNS).Get(ctx, name, metav1.GetOptions{})
