@@ -110,12 +110,15 @@ func conditionGeneration(hp, mp *corev1.Pod, c corev1.PodCondition) int64 {
 // ready makes st's Ready condition what the kubelet's
 // GeneratePodReadyCondition computes: the member's Ready (its containers),
 // and then every readiness gate of the host pod has its condition True.
-// The transition time is kept while the status holds.
+// The transition time is kept while the status holds; a Ready the gates
+// held back turns at now (the member's time is earlier).
 func ready(st *corev1.PodStatus, hp *corev1.Pod, now time.Time) {
 	i := conditionIndex(st.Conditions, corev1.PodReady)
 	if i < 0 || st.Conditions[i].Status != corev1.ConditionTrue {
 		return // not Ready already: the member's reason says why
 	}
+	h := conditionIndex(hp.Status.Conditions, corev1.PodReady)
+	gatedBefore := h >= 0 && hp.Status.Conditions[h].Reason == ReasonReadinessGatesNotReady
 	var unready []string
 	for _, g := range hp.Spec.ReadinessGates {
 		j := conditionIndex(st.Conditions, g.ConditionType)
@@ -126,15 +129,18 @@ func ready(st *corev1.PodStatus, hp *corev1.Pod, now time.Time) {
 			unready = append(unready, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, st.Conditions[j].Status))
 		}
 	}
+	c := &st.Conditions[i]
 	if len(unready) == 0 {
+		if gatedBefore {
+			c.LastTransitionTime = metav1.NewTime(now)
+		}
 		return
 	}
-	c := &st.Conditions[i]
 	c.Status = corev1.ConditionFalse
 	c.Reason = ReasonReadinessGatesNotReady
 	c.Message = strings.Join(unready, ", ")
 	c.LastTransitionTime = metav1.NewTime(now)
-	if h := conditionIndex(hp.Status.Conditions, corev1.PodReady); h >= 0 && hp.Status.Conditions[h].Status == corev1.ConditionFalse {
+	if h >= 0 && hp.Status.Conditions[h].Status == corev1.ConditionFalse {
 		c.LastTransitionTime = hp.Status.Conditions[h].LastTransitionTime
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,11 +114,28 @@ func TestMirrorReadinessGates(t *testing.T) {
 			}
 		})
 	}
-	// Not Ready in the member stays not Ready, with the member's reason.
+	// The gate turns True: Ready turns True now, not at the member's
+	// (earlier) transition; held back, Ready keeps its transition time.
+	earlier, later := t0.Add(-time.Hour), t0.Add(time.Minute)
 	hp := hostPod(1, 1)
 	hp.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: gate}}
-	hp.Status.Conditions = []corev1.PodCondition{{Type: gate, Status: corev1.ConditionTrue}}
 	mp := readyMember(1, 1, "1")
+	mp.Status.Conditions[1].LastTransitionTime = metav1.NewTime(earlier)
+	held := Mirror(hp, mp, nil, t0)
+	hp.Status = held
+	if c := condition(Mirror(hp, mp, nil, later), corev1.PodReady); c.Status != corev1.ConditionFalse || !c.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("Ready still held back %+v, want its transition at %v kept", c, t0)
+	}
+	hp.Status.Conditions = append(hp.Status.Conditions, corev1.PodCondition{Type: gate, Status: corev1.ConditionTrue})
+	if c := condition(Mirror(hp, mp, nil, later), corev1.PodReady); c.Status != corev1.ConditionTrue || !c.LastTransitionTime.Time.Equal(later) {
+		t.Errorf("Ready once the gate is True %+v, want True at %v", c, later)
+	}
+
+	// Not Ready in the member stays not Ready, with the member's reason.
+	hp = hostPod(1, 1)
+	hp.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: gate}}
+	hp.Status.Conditions = []corev1.PodCondition{{Type: gate, Status: corev1.ConditionTrue}}
+	mp = readyMember(1, 1, "1")
 	mp.Status.Conditions[1].Status, mp.Status.Conditions[1].Reason = corev1.ConditionFalse, "ContainersNotReady"
 	if c := condition(Mirror(hp, mp, nil, t0), corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != "ContainersNotReady" {
 		t.Errorf("Ready %+v, want the member's False/ContainersNotReady", c)
