@@ -244,6 +244,7 @@ func testStreamsThroughProxy(t *testing.T, proxySrv *tunnelProxy) {
 // exec stream that stay quiet for longer than them go on (the handler
 // lifts the deadlines, as ServeHTTP does, before the stream is hijacked).
 func TestStreamsOutlastRequestTimeout(t *testing.T) {
+	t.Parallel() // real network deadlines: independent, each on its own listeners
 	const timeout = 300 * time.Millisecond
 	memberSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/exec") {
@@ -262,7 +263,7 @@ func TestStreamsOutlastRequestTimeout(t *testing.T) {
 		time.Sleep(3 * timeout)
 		_, _ = io.WriteString(conn, "late output")
 	}))
-	defer memberSrv.Close()
+	t.Cleanup(memberSrv.Close)
 	rt, err := member.New(member.Options{Cluster: "a", Logger: logr.Discard(), RESTConfig: &rest.Config{
 		Host:            memberSrv.URL,
 		TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: memberSrv.Certificate().Raw})},
@@ -270,7 +271,7 @@ func TestStreamsOutlastRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Stop()
+	t.Cleanup(rt.Stop)
 	s, err := New(Options{Host: fake.NewClientset(), Leaves: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		Members: fakeMembers{}, BindAddress: ":0", ConnectTimeout: 5 * time.Second})
 	if err != nil {
@@ -293,31 +294,37 @@ func TestStreamsOutlastRequestTimeout(t *testing.T) {
 	}))
 	front.Config.ReadTimeout, front.Config.WriteTimeout = timeout, timeout
 	front.Start()
-	defer front.Close()
+	t.Cleanup(front.Close)
 
-	resp, err := http.Get(front.URL + "/containerLogs/ns/p/c?follow=true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(body) != "first line\nlate line\n" {
-		t.Errorf("followed log: %q, %v; want both lines", body, err)
-	}
-
-	conn, err := net.Dial("tcp", strings.TrimPrefix(front.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_, _ = io.WriteString(conn, "POST /exec/ns/p/c?command=true HTTP/1.1\r\nHost: front\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // liveness
-	br := bufio.NewReader(conn)
-	up, err := http.ReadResponse(br, nil)
-	if err != nil || up.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("exec: %v, %v", up, err)
-	}
-	if rest, err := io.ReadAll(br); string(rest) != "late output" {
-		t.Errorf("exec stream: %q, %v; want the output that came after the timeout", rest, err)
-	}
+	// The two streams wait out the timeout side by side.
+	t.Run("followed log", func(t *testing.T) {
+		t.Parallel()
+		resp, err := http.Get(front.URL + "/containerLogs/ns/p/c?follow=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "first line\nlate line\n" {
+			t.Errorf("followed log: %q, %v; want both lines", body, err)
+		}
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		conn, err := net.Dial("tcp", strings.TrimPrefix(front.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "POST /exec/ns/p/c?command=true HTTP/1.1\r\nHost: front\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // liveness
+		br := bufio.NewReader(conn)
+		up, err := http.ReadResponse(br, nil)
+		if err != nil || up.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("exec: %v, %v", up, err)
+		}
+		if rest, err := io.ReadAll(br); string(rest) != "late output" {
+			t.Errorf("exec stream: %q, %v; want the output that came after the timeout", rest, err)
+		}
+	})
 }

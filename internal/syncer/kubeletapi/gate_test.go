@@ -12,6 +12,7 @@ import (
 // authenticate; one that authenticates or closes lets the next in, and a
 // connection gives its slot back once only.
 func TestAuthGate(t *testing.T) {
+	t.Parallel() // real network deadlines: independent, each on its own listeners
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

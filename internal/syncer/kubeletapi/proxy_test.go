@@ -17,6 +17,7 @@ import (
 // TestFirstAnswerTimeout: a member that does not answer fails the request
 // after the timeout; one that answers may then stream for longer.
 func TestFirstAnswerTimeout(t *testing.T) {
+	t.Parallel() // real network deadlines: independent, each on its own listeners
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/silent" {
@@ -60,6 +61,7 @@ func TestFirstAnswerTimeout(t *testing.T) {
 // says nothing fails with a 502 after the timeout; one whose member
 // answers 101 in time may then be idle for longer than the timeout.
 func TestUpgradeAnswerDeadline(t *testing.T) {
+	t.Parallel() // real network deadlines: independent, each on its own listeners
 	const timeout = 300 * time.Millisecond
 	release := make(chan struct{})
 	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
