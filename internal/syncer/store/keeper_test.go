@@ -546,6 +546,7 @@ func TestKeeperSnapshotNotHeldBackByTheLedger(t *testing.T) {
 // saved. On 04d21e7 (one record per member) both flushes failed with
 // ErrTooLarge and no snapshot was stored.
 func TestKeeperLedgerTwiceTheOldLimitKeepsSnapshots(t *testing.T) {
+	t.Parallel() // CPU-bound on a large ledger, on a store of its own
 	ctx := context.Background()
 	m := store.NewMemory()
 	k, _ := startKeeper(t, m)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestMemoryConformance(t *testing.T) {
+	t.Parallel() // CPU-bound on a large ledger, on a store of its own
 	m := store.NewMemory()
 	storetest.Run(t, func(*testing.T) store.Store { return m })
 }
