@@ -2,7 +2,7 @@ package conformance
 
 // groups are the suite's describe blocks a node answers for
 // (docs/conformance/README.md); a spec's group is the one its name starts with.
-const groups = `\[(sig-node|sig-storage|sig-cli)\] (Pods Extended|Pods|ConfigMap|Secrets|Downward API|Projected|EmptyDir volumes|Variable Expansion|InitContainer|Container Lifecycle Hook|Probing container|Containers|Security Context|Kubectl logs|Kubectl client|Ephemeral Containers|PreStop|Sysctls) `
+const groups = `\[(sig-node|sig-storage|sig-cli)\] (Pods Extended|Pods|ConfigMap|Secrets|Downward API|Projected|EmptyDir volumes|Variable Expansion|InitContainer|Container Lifecycle Hook|Probing container|Containers|Security Context|Kubectl logs|Kubectl client|Ephemeral Containers|PreStop|Sysctls|Pod InPlace Resize Container) `
 
 // Focus is the in-scope specs: the [Conformance] specs of those groups.
 const Focus = groups + `.*\[Conformance\]`
