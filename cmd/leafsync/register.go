@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +60,26 @@ var memberRules = []rbacv1.PolicyRule{
 	{NonResourceURLs: []string{"/readyz", "/livez", "/healthz"}, Verbs: []string{"get"}},
 }
 
+// kubeletAPIRules are what leafsync's kubelet API (kubeletAPI.enabled)
+// asks of the member for `kubectl logs`, `exec`, `attach`, `port-forward`
+// and `debug` on a leaf's pods: granted only with --kubelet-api, since exec
+// into the member's pods is the member owner's to give. A WebSocket stream
+// opens with a GET, which the API server authorises as get or create
+// depending on its version: both are granted.
+var kubeletAPIRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"}},
+}
+
+// memberRulesFor is memberRules, plus kubeletAPIRules when the host serves
+// the leaves' kubelet API.
+func memberRulesFor(kubeletAPI bool) []rbacv1.PolicyRule {
+	if !kubeletAPI {
+		return memberRules
+	}
+	return append(slices.Clone(memberRules), kubeletAPIRules...)
+}
+
 type registerOptions struct {
 	memberKubeconfig string
 	memberContext    string
@@ -70,6 +91,7 @@ type registerOptions struct {
 	leafName         string
 	annotations      []string
 	createSA         bool
+	kubeletAPI       bool
 	allowInsecureTLS bool
 	dryRun           bool
 	waitTimeout      time.Duration
@@ -117,6 +139,7 @@ placeholder token) as YAML.`,
 	f.StringVar(&o.leafName, "leaf-name", "", "name of the member's leaf node in the host (default: leaf-<cluster>)")
 	f.StringArrayVar(&o.annotations, "annotation", nil, "extra leafsync.io/ annotation KEY=VALUE for the Secret, e.g. not-ready-after=120s (repeatable; the leafsync.io/ prefix may be omitted)")
 	f.BoolVar(&o.createSA, "create-service-account", false, "create a ServiceAccount with least-privilege RBAC in the member and register its token instead of your own credentials")
+	f.BoolVar(&o.kubeletAPI, "kubelet-api", false, "with --create-service-account: also let leafsync read pod logs and open exec, attach and port-forward streams in the member (needed when the host runs leafsync with kubeletAPI.enabled)")
 	f.BoolVar(&o.allowInsecureTLS, "allow-insecure-tls", false, "accept a member kubeconfig with insecure-skip-tls-verify (sets leafsync.io/allow-insecure-tls on the Secret)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the Secret as YAML instead of creating it; change nothing")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", time.Minute, "how long to wait for the member's token controller to fill the token Secret")
@@ -162,7 +185,7 @@ func (o *registerOptions) run(ctx context.Context, out, errOut io.Writer) error 
 			return err
 		}
 		if o.dryRun {
-			memberObjects = memberObjectsFor(memberNamespace)
+			memberObjects = memberObjectsFor(memberNamespace, o.kubeletAPI)
 			fmt.Fprintf(errOut, "dry run: the member objects below are not created, and the token in the Secret is a placeholder\n")
 			kubeconfig, err = tokenKubeconfig(o.cluster, server, ca, serverName, "<token of ServiceAccount "+memberNamespace+"/"+memberSA+">")
 			if err != nil {
@@ -174,7 +197,7 @@ func (o *registerOptions) run(ctx context.Context, out, errOut io.Writer) error 
 		if err != nil {
 			return err
 		}
-		token, saCA, err := setupServiceAccount(ctx, member, memberNamespace, o.waitTimeout, errOut)
+		token, saCA, err := setupServiceAccount(ctx, member, memberNamespace, o.kubeletAPI, o.waitTimeout, errOut)
 		if err != nil {
 			return err
 		}
@@ -347,10 +370,10 @@ type applyObject interface {
 
 // memberObjectsFor is what --create-service-account applies in the member
 // (and --dry-run prints).
-func memberObjectsFor(ns string) []applyObject {
+func memberObjectsFor(ns string, kubeletAPI bool) []applyObject {
 	labels := map[string]string{managedByLabel: "leafsync"}
-	rules := make([]*rbacv1ac.PolicyRuleApplyConfiguration, 0, len(memberRules))
-	for _, r := range memberRules {
+	rules := make([]*rbacv1ac.PolicyRuleApplyConfiguration, 0, len(memberRules)+len(kubeletAPIRules))
+	for _, r := range memberRulesFor(kubeletAPI) {
 		rules = append(rules, rbacv1ac.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).
 			WithVerbs(r.Verbs...).WithNonResourceURLs(r.NonResourceURLs...))
 	}
@@ -370,8 +393,8 @@ func memberObjectsFor(ns string) []applyObject {
 // setupServiceAccount applies leafsync's ServiceAccount, RBAC and
 // long-lived token Secret in the member, waits for the token controller
 // to fill the token, and returns the token and the CA it published.
-func setupServiceAccount(ctx context.Context, c kubernetes.Interface, ns string, timeout time.Duration, log io.Writer) (token, ca []byte, err error) {
-	for _, obj := range memberObjectsFor(ns) {
+func setupServiceAccount(ctx context.Context, c kubernetes.Interface, ns string, kubeletAPI bool, timeout time.Duration, log io.Writer) (token, ca []byte, err error) {
+	for _, obj := range memberObjectsFor(ns, kubeletAPI) {
 		if err := applyInMember(ctx, c, obj); err != nil {
 			return nil, nil, fmt.Errorf("in the member: %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
 		}

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,7 +195,7 @@ func TestSetupServiceAccount(t *testing.T) {
 	})
 	ctx := context.Background()
 	var log bytes.Buffer
-	token, ca, err := setupServiceAccount(ctx, c, memberNamespace, 5*time.Second, &log)
+	token, ca, err := setupServiceAccount(ctx, c, memberNamespace, false, 5*time.Second, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestSetupServiceAccount(t *testing.T) {
 	if _, err := c.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := setupServiceAccount(ctx, c, memberNamespace, 5*time.Second, &log); err != nil {
+	if _, _, err := setupServiceAccount(ctx, c, memberNamespace, false, 5*time.Second, &log); err != nil {
 		t.Fatal(err)
 	}
 	role, _ = c.RbacV1().ClusterRoles().Get(ctx, memberRBACName, metav1.GetOptions{})
@@ -264,7 +265,7 @@ func TestSetupServiceAccount(t *testing.T) {
 
 func TestSetupServiceAccountTimesOut(t *testing.T) {
 	c := fake.NewClientset() // no token ever
-	_, _, err := setupServiceAccount(context.Background(), c, memberNamespace, 300*time.Millisecond, &bytes.Buffer{})
+	_, _, err := setupServiceAccount(context.Background(), c, memberNamespace, false, 300*time.Millisecond, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "token controller") {
 		t.Fatalf("err = %v", err)
 	}
@@ -371,5 +372,29 @@ func TestApplySecretOwnsWhatItSets(t *testing.T) {
 	cur, _ = c.CoreV1().Secrets("leafsync-system").Get(ctx, "member-eu-1", metav1.GetOptions{})
 	if _, ok := cur.Annotations["leafsync.io/not-ready-after"]; ok || cur.Annotations["team"] != "payments" || cur.Annotations[registration.AnnotationLeafName] != "a" {
 		t.Errorf("annotations after the second register: %v; want not-ready-after dropped, team and leaf-name kept", cur.Annotations)
+	}
+}
+
+// The kubelet API's streams reach the member only with --kubelet-api: the
+// default role grants no exec into the member's pods.
+func TestMemberRulesKubeletAPI(t *testing.T) {
+	grants := func(rules []rbacv1.PolicyRule, resource, verb string) bool {
+		for _, r := range rules {
+			if slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, rv := range [][2]string{{"pods/log", "get"}, {"pods/exec", "create"}, {"pods/attach", "create"}, {"pods/portforward", "create"}} {
+		if grants(memberRulesFor(false), rv[0], rv[1]) {
+			t.Errorf("without --kubelet-api the member role grants %s %s", rv[1], rv[0])
+		}
+		if !grants(memberRulesFor(true), rv[0], rv[1]) {
+			t.Errorf("with --kubelet-api the member role does not grant %s %s", rv[1], rv[0])
+		}
+	}
+	if len(memberRules) != len(memberRulesFor(false)) {
+		t.Errorf("memberRulesFor(true) changed memberRules")
 	}
 }
