@@ -154,6 +154,9 @@ func (o *registerOptions) run(ctx context.Context, out, errOut io.Writer) error 
 	if msgs := validation.IsDNS1123Label(o.cluster); len(msgs) > 0 {
 		return fmt.Errorf("--cluster %q is not a valid cluster name: %s", o.cluster, strings.Join(msgs, "; "))
 	}
+	if o.kubeletAPI && !o.createSA {
+		return fmt.Errorf("--kubelet-api sets up the ServiceAccount --create-service-account creates; with your own credentials, give them pods/log, pods/exec, pods/attach and pods/portforward yourself")
+	}
 	annotations, err := o.secretAnnotations()
 	if err != nil {
 		return err

@@ -154,6 +154,13 @@ func TestRegisterRefusesExecWithoutServiceAccount(t *testing.T) {
 			t.Errorf("dry run lacks %q", kind)
 		}
 	}
+	if strings.Contains(out, "pods/exec") {
+		t.Errorf("without --kubelet-api the member role grants pods/exec")
+	}
+	out, _, err = runRegister(t, "--cluster", "eu-1", "--member-kubeconfig", path, "--dry-run", "--create-service-account", "--kubelet-api")
+	if err != nil || !strings.Contains(out, "pods/exec") || !strings.Contains(out, "pods/log") {
+		t.Errorf("--kubelet-api: the member role lacks pods/exec or pods/log (err %v)", err)
+	}
 	if !strings.Contains(errOut, "placeholder") {
 		t.Errorf("stderr %q does not warn about the placeholder", errOut)
 	}
@@ -171,6 +178,7 @@ func TestRegisterBadInput(t *testing.T) {
 		{"--cluster", "eu-1", "--member-kubeconfig", path, "--annotation", "typo-here=1", "--dry-run"},
 		{"--cluster", "eu-1", "--member-kubeconfig", path, "--annotation", "novalue", "--dry-run"},
 		{"--member-kubeconfig", path, "--dry-run"},
+		{"--cluster", "eu-1", "--member-kubeconfig", path, "--kubelet-api", "--dry-run"}, // without --create-service-account
 	} {
 		if _, _, err := runRegister(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
