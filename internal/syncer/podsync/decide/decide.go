@@ -67,7 +67,9 @@ const (
 	// (labels, annotations, the mutable spec fields) to the member pod,
 	// with AnnotationHostGeneration (decide/update.go). It comes after
 	// ResizeMember and UpdateEphemeral, so that the generation it records
-	// is only claimed once every part of the spec was written.
+	// is only claimed once every part of the spec was sent (a part the
+	// member refused is an Event, not a hold: a kubelet too observes a
+	// generation whose resize is infeasible).
 	UpdateMember ActionType = "UpdateMember"
 )
 
