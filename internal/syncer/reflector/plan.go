@@ -26,6 +26,15 @@ const (
 // reference that is not optional). Only the objects' contents count, not
 // what leafsync remembers having written, so a copy deleted or edited by
 // hand in the member is restored.
+//
+// A host object gone takes its copy with it only when no reference is
+// needed, as a kubelet then empties an optional volume (the member's
+// kubelet does once the copy goes). For a needed one a kubelet tears
+// nothing down: a volume keeps its last files (the remount fails) and a
+// running container its environment; so the copy stays (copyWait) and the
+// member's pods keep the same, while a new pod waits in the host. The one
+// difference: a container restarting meanwhile fails on a node (env from
+// the missing object) and starts in the member with the last copy.
 func planCopy(k Kind, cur, want metav1.Object, owned, needed bool) copyStep {
 	switch {
 	case cur != nil && !owned:
