@@ -13,7 +13,7 @@ E2E_TIMEOUT ?= 60m
 E2E_RUN ?= .
 E2E_SHARDS ?= 2
 
-.PHONY: help build image tools prometheus node-packages test unit e2e e2e-compare bench vk-baseline bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
+.PHONY: help build image tools prometheus node-packages test unit e2e e2e-compare bench vk-baseline kosmos bench-flap bench-flap-smoke bench-scale bench-scale-smoke lint staticcheck demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -68,12 +68,21 @@ bench: tools build prometheus ## e2e benchmarks at full length (60s per phase; m
 vk-baseline: ## build bin/vk-baseline, the virtual-kubelet baseline of the flap benchmark
 	cd test/flapbench/vkbaseline && $(GO) build -o $(BIN)/vk-baseline .
 
-FLAPBENCH_SCENARIOS ?=
-bench-flap: tools build vk-baseline ## side-by-side flap benchmark, leafsync vs virtual-kubelet (about 25 min); report in _output/flapbench
-	cd test/flapbench && FLAPBENCH_SCENARIOS=$(FLAPBENCH_SCENARIOS) LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 90m -run TestFlapBench -v .
+# The Kosmos contestants run Kosmos's clustertree cluster-manager, built
+# from a Kosmos checkout (KOSMOS_SRC, tag v0.5.5; docs/benchmarks/flap.md);
+# without it they are left out. CONTESTANTS selects (leafsync,
+# virtual-kubelet, kosmos, kosmos-deny; default all).
+KOSMOS_SRC ?=
+CONTESTANTS ?=
+kosmos: ## build bin/kosmos-clustertree from KOSMOS_SRC, a Kosmos checkout (the flap benchmark's Kosmos contestants)
+	test/flapbench/kosmos-build.sh "$(KOSMOS_SRC)" $(BIN)
 
-bench-flap-smoke: tools build vk-baseline ## one short scenario of the flap benchmark (CI)
-	cd test/flapbench && FLAPBENCH_SCENARIOS=smoke FLAPBENCH_OUT=$(CURDIR)/_output/flapbench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestFlapBench .
+FLAPBENCH_SCENARIOS ?=
+bench-flap: tools build vk-baseline kosmos ## side-by-side flap benchmark, leafsync vs virtual-kubelet and Kosmos (KOSMOS_SRC=, CONTESTANTS=); report in _output/flapbench
+	cd test/flapbench && FLAPBENCH_SCENARIOS=$(FLAPBENCH_SCENARIOS) FLAPBENCH_CONTESTANTS=$(CONTESTANTS) KOSMOS_SRC=$(KOSMOS_SRC) LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 90m -run TestFlapBench -v .
+
+bench-flap-smoke: tools build vk-baseline ## one short scenario of the flap benchmark, and the deny policy of its Kosmos contestant (CI)
+	cd test/flapbench && FLAPBENCH_SCENARIOS=smoke FLAPBENCH_CONTESTANTS=leafsync,virtual-kubelet FLAPBENCH_OUT=$(CURDIR)/_output/flapbench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run 'TestFlapBench|TestDenyPolicy' .
 
 # The scale benchmark (its own module, test/scalebench): registrations of
 # a few member API servers, step by step; SCALEBENCH_STEPS=50,100,200.

@@ -102,14 +102,14 @@ func repeated(n int, cut, gap time.Duration) func(*testing.T, []*contestant) {
 
 func hostLatency(d, during time.Duration) func(*testing.T, []*contestant) {
 	return func(t *testing.T, cs []*contestant) {
-		for _, c := range cs {
-			if err := c.hostLink.Latency(d, 0); err != nil {
+		for _, l := range hostLinks(cs) {
+			if err := l.Latency(d, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		time.Sleep(during)
-		for _, c := range cs {
-			if err := c.hostLink.Heal(); err != nil {
+		for _, l := range hostLinks(cs) {
+			if err := l.Heal(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -208,15 +208,17 @@ func TestFlapBench(t *testing.T) {
 		out = filepath.Join(root, "_output", "flapbench")
 	}
 	start := time.Now()
+	l := selectContestants(t)
 	rep := &Report{
 		Date:    start.UTC().Format("2006-01-02"),
 		Command: "make bench-flap",
 		Machine: harness.Machine(),
 		Timings: timingsText,
+		Notes:   l.notes,
 	}
 	for _, sc := range selected(t) {
 		t.Run(sc.Name, func(t *testing.T) {
-			rs := runScenario(t, sc)
+			rs := runScenario(t, sc, l)
 			rep.Results = append(rep.Results, rs...)
 			if sc.Promise {
 				checkPromise(t, sc, rs)
@@ -262,30 +264,11 @@ type contestant struct {
 	rec        *recorder
 }
 
-func runScenario(t *testing.T, sc Scenario) []Result {
+func runScenario(t *testing.T, sc Scenario, l lineup) []Result {
 	ctx := context.Background()
 	host := harness.StartHost(t, harness.HostOptions{Timings: kcmTimings})
 	hc := host.Client()
-	mk := func(name, leaf, ns string) *contestant {
-		m := harness.StartMember(t, harness.MemberOptions{Name: "member-" + name, Nodes: 2})
-		if err := m.LiftNotReadyTaints(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.StartScheduler(); err != nil {
-			t.Fatal(err)
-		}
-		if err := host.EnsureNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-		return &contestant{name: name, leaf: leaf, ns: ns, host: hc, member: m,
-			memberLink: harness.NewFaultProxy(t, name+"-member", m.Addr()),
-			hostLink:   harness.NewFaultProxy(t, name+"-host", host.Addr())}
-	}
-	ls := mk("leafsync", "leaf-member-leafsync", "leafsync-apps")
-	vk := mk("virtual-kubelet", "vk-leaf", "vk-apps")
-	cs := []*contestant{ls, vk}
-	startLeafsync(t, host, ls)
-	startVirtualKubelet(t, host, vk)
+	cs := startContestants(t, host, l)
 	if sc.Spare {
 		for _, c := range cs {
 			names, err := host.AddNodes(ctx, "spare-"+c.name, 1, harness.NodeSpec{})
@@ -301,13 +284,19 @@ func runScenario(t *testing.T, sc Scenario) []Result {
 
 	for _, c := range cs {
 		waitLeafReady(t, hc, c.leaf)
+		ownZone(t, c)
 		for _, w := range workloads(c) {
 			if w.sts {
-				_, err := hc.AppsV1().StatefulSets(c.ns).Create(ctx, w.StatefulSet(), metav1.CreateOptions{})
-				if err != nil {
+				sts := w.StatefulSet()
+				tolerateKosmos(&sts.Spec.Template.Spec)
+				if _, err := hc.AppsV1().StatefulSets(c.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-			} else if _, err := hc.AppsV1().Deployments(c.ns).Create(ctx, w.Deployment(), metav1.CreateOptions{}); err != nil {
+				continue
+			}
+			d := w.Deployment()
+			tolerateKosmos(&d.Spec.Template.Spec)
+			if _, err := hc.AppsV1().Deployments(c.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -611,12 +600,13 @@ func (r *recorder) result(t *testing.T, scenario string, faultEnd time.Duration)
 			res.Failover[w.Name] = int(w.Replicas)
 		}
 	}
-	// Orphans: member pods no live host pod stands for.
+	// Orphans: member pods no live host pod stands for (Kosmos names a
+	// member pod as its host pod and records no UID).
 	live := map[string]bool{}
 	for _, o := range r.hostPods.List() {
 		p := o.(*corev1.Pod)
 		if p.DeletionTimestamp == nil {
-			live[string(p.UID)] = true
+			live[string(p.UID)], live["name:"+p.Name] = true, true
 		}
 	}
 	for _, o := range r.memberPods.List() {
@@ -624,6 +614,9 @@ func (r *recorder) result(t *testing.T, scenario string, faultEnd time.Duration)
 		uid := p.Labels["leafsync.io/host-uid"]
 		if uid == "" {
 			uid = p.Annotations["vk-baseline/host-uid"]
+		}
+		if uid == "" {
+			uid = "name:" + p.Name
 		}
 		if p.DeletionTimestamp == nil && !live[uid] {
 			res.OrphansAtEnd++

@@ -133,10 +133,12 @@ func (r *Result) failoverText() string {
 
 // Report is a run: the machine, the timings, every result.
 type Report struct {
-	Date     string   `json:"date"`
-	Command  string   `json:"command"`
-	Machine  string   `json:"machine"`
-	Timings  string   `json:"timings"`
+	Date    string `json:"date"`
+	Command string `json:"command"`
+	Machine string `json:"machine"`
+	Timings string `json:"timings"`
+	// Notes say what a contestant is, or why one was left out.
+	Notes    []string `json:"notes,omitempty"`
 	Results  []Result `json:"results"`
 	Duration string   `json:"duration"`
 }
@@ -180,6 +182,12 @@ func (rep *Report) byScenario(sc string) []Result {
 // Markdown writes the table.
 func (rep *Report) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`  \nMachine: %s  \nDate: %s, run took %s  \nTimings: %s\n\n", rep.Command, rep.Machine, rep.Date, rep.Duration, rep.Timings)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "| scenario | contestant | leaf NotReady | NoExecute taints | host evictions | member pods deleted | member pods started | pod-s NotReady (host) | capacity-s lost | orphans | recovered after | failover after |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, sc := range rep.scenarios() {
