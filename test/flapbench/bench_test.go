@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,6 +197,19 @@ func selected(t *testing.T) []Scenario {
 	return out
 }
 
+// repetitions is FLAPBENCH_REPEAT, the runs of each scenario (default 1).
+func repetitions(t *testing.T) int {
+	v := os.Getenv("FLAPBENCH_REPEAT")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("FLAPBENCH_REPEAT=%q: want a positive number", v)
+	}
+	return n
+}
+
 // TestFlapBench runs every selected scenario, each on fresh clusters, and
 // writes the report to $FLAPBENCH_OUT (default _output/flapbench).
 func TestFlapBench(t *testing.T) {
@@ -216,14 +230,24 @@ func TestFlapBench(t *testing.T) {
 		Timings: timingsText,
 		Notes:   l.notes,
 	}
+	reps := repetitions(t)
 	for _, sc := range selected(t) {
-		t.Run(sc.Name, func(t *testing.T) {
-			rs := runScenario(t, sc, l)
-			rep.Results = append(rep.Results, rs...)
-			if sc.Promise {
-				checkPromise(t, sc, rs)
+		for i := 1; i <= reps; i++ {
+			name := sc.Name
+			if reps > 1 {
+				name = fmt.Sprintf("%s-%d", sc.Name, i)
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				rs := runScenario(t, sc, l)
+				for j := range rs {
+					rs[j].Repetition = i
+				}
+				rep.Results = append(rep.Results, rs...)
+				if sc.Promise {
+					checkPromise(t, sc, rs)
+				}
+			})
+		}
 	}
 	rep.Duration = time.Since(start).Round(time.Second).String()
 	if err := rep.Write(out); err != nil {
@@ -328,6 +352,9 @@ func runScenario(t *testing.T, sc Scenario, l lineup) []Result {
 	time.Sleep(sc.Observe)
 	close(stop)
 	wg.Wait()
+	for _, c := range cs {
+		checkOwnZone(t, c)
+	}
 
 	var results []Result
 	for _, c := range cs {

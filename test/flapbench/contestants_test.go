@@ -152,6 +152,19 @@ func ownZone(t *testing.T, c *contestant) {
 	}
 }
 
+// checkOwnZone: the leaf kept its zone to the end (a contestant that
+// rewrote its node's labels would share KCM's zone "" with others again).
+func checkOwnZone(t *testing.T, c *contestant) {
+	o, ok, _ := c.rec.nodes.GetByKey(c.leaf)
+	if !ok {
+		t.Errorf("%s: leaf %s gone", c.name, c.leaf)
+		return
+	}
+	if z := o.(*corev1.Node).Labels[corev1.LabelTopologyZone]; z != c.name+"-zone" {
+		t.Errorf("%s: leaf zone %q at the end, want %q", c.name, z, c.name+"-zone")
+	}
+}
+
 // hostLinks are the contestants' links to the host, each once (the
 // Kosmos contestants share one).
 func hostLinks(cs []*contestant) []*harness.FaultProxy {

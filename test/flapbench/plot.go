@@ -13,6 +13,7 @@ var contestantColors = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // blue
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, // red
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // green
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, // orange
 }
 
 // PlotScenario draws one scenario's timeline for every contestant: Ready

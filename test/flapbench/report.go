@@ -9,11 +9,9 @@ package flapbench
 import (
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/leafsync/leafsync/test/harness"
@@ -38,6 +36,8 @@ type Sample struct {
 type Result struct {
 	Scenario   string `json:"scenario"`
 	Contestant string `json:"contestant"`
+	// Repetition counts the runs of the scenario from 1.
+	Repetition int `json:"repetition,omitempty"`
 	// Desired is the number of pods the workloads want.
 	Desired int `json:"desired"`
 	// NotReadyTransitions: the leaf's Ready condition left True.
@@ -115,22 +115,6 @@ func (r *Result) Integrate() {
 	}
 }
 
-// failoverText says when each workload ran elsewhere ("—" without a spare).
-func (r *Result) failoverText() string {
-	if len(r.Failover) == 0 {
-		return "—"
-	}
-	var parts []string
-	for _, w := range slices.Sorted(maps.Keys(r.Failover)) {
-		at := "never"
-		if s := r.FailoverAfter[w]; s >= 0 {
-			at = fmt.Sprintf("%.0fs", s)
-		}
-		parts = append(parts, w+" "+at)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // Report is a run: the machine, the timings, every result.
 type Report struct {
 	Date    string `json:"date"`
@@ -149,7 +133,8 @@ func (rep *Report) Write(dir string) error {
 		return err
 	}
 	for _, sc := range rep.scenarios() {
-		if err := PlotScenario(filepath.Join(dir, sc+".png"), sc, rep.byScenario(sc)); err != nil {
+		first := slices.DeleteFunc(rep.byScenario(sc), func(r Result) bool { return r.Repetition > 1 })
+		if err := PlotScenario(filepath.Join(dir, sc+".png"), sc, first); err != nil {
 			return fmt.Errorf("plotting %s: %w", sc, err)
 		}
 	}
@@ -179,7 +164,8 @@ func (rep *Report) byScenario(sc string) []Result {
 	return out
 }
 
-// Markdown writes the table.
+// Markdown writes the table: one row per scenario and contestant, each
+// figure the median of the repetitions, with their range when they differ.
 func (rep *Report) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`  \nMachine: %s  \nDate: %s, run took %s  \nTimings: %s\n\n", rep.Command, rep.Machine, rep.Date, rep.Duration, rep.Timings)
 	for _, n := range rep.Notes {
@@ -191,17 +177,14 @@ func (rep *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| scenario | contestant | leaf NotReady | NoExecute taints | host evictions | member pods deleted | member pods started | pod-s NotReady (host) | capacity-s lost | orphans | recovered after | failover after |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, sc := range rep.scenarios() {
-		for _, r := range rep.byScenario(sc) {
-			rec := "—"
-			switch {
-			case r.RecoveredAfter < 0:
-				rec = "not within the run"
-			case r.RecoveredAfter > 0:
-				rec = fmt.Sprintf("%.0fs", r.RecoveredAfter)
+		rs := rep.byScenario(sc)
+		for len(rs) > 0 {
+			n := 1
+			for n < len(rs) && rs[n].Contestant == rs[0].Contestant {
+				n++
 			}
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %.0f | %.0f | %d | %s | %s |\n",
-				r.Scenario, r.Contestant, r.NotReadyTransitions, r.NoExecuteTaints, r.HostEvictions,
-				r.MemberPodsDeleted, r.MemberPodsStarted, r.PodSecondsNotReady, r.CapacitySecondsLost, r.OrphansAtEnd, rec, r.failoverText())
+			fmt.Fprintln(w, row(rs[:n]))
+			rs = rs[n:]
 		}
 	}
 }

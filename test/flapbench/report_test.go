@@ -44,12 +44,34 @@ func TestFailoverAfter(t *testing.T) {
 	if r.FailoverAfter["web"] != 120 || r.FailoverAfter["db"] != -1 {
 		t.Fatalf("failover after %v, want web 120s (both replicas elsewhere), db never", r.FailoverAfter)
 	}
-	if got := r.failoverText(); got != "db never, web 120s" {
+	if got := failoverCell([]Result{r}); got != "db never, web 120s" {
 		t.Fatalf("failover text %q", got)
 	}
 	r.Failover = nil
 	r.Integrate()
-	if r.FailoverAfter != nil || r.failoverText() != "—" {
-		t.Fatalf("no spare, no failover column: %v %q", r.FailoverAfter, r.failoverText())
+	if r.FailoverAfter != nil || failoverCell([]Result{r}) != "—" {
+		t.Fatalf("no spare, no failover column: %v %q", r.FailoverAfter, failoverCell([]Result{r}))
+	}
+}
+
+// TestRepetitionsRow: one row per contestant, medians with the range when
+// the repetitions differ; "never" counts as the longest time.
+func TestRepetitionsRow(t *testing.T) {
+	r := func(evictions int, recovered, web float64) Result {
+		return Result{Scenario: "s", Contestant: "c", HostEvictions: evictions, PodSecondsNotReady: 10, RecoveredAfter: recovered,
+			Failover: map[string]int{"web": 2}, FailoverAfter: map[string]float64{"web": web}}
+	}
+	got := row([]Result{r(4, 12, 100), r(0, -1, -1), r(2, 15, 110)})
+	want := "| s | c | 0 | 0 | 2 (0–4) | 0 | 0 | 10 | 0 | 0 | 15s (12s–not within the run) | web 110s (100s–never) |"
+	if got != want {
+		t.Fatalf("row\n%s\nwant\n%s", got, want)
+	}
+	got = row([]Result{r(4, 0, 100)})
+	want = "| s | c | 0 | 0 | 4 | 0 | 0 | 10 | 0 | 0 | — | web 100s |"
+	if got != want {
+		t.Fatalf("one repetition: row\n%s\nwant\n%s", got, want)
+	}
+	if got := summarize([]float64{1, 2, 3, 10}, count); got != "2 (1–10)" { // 2.5 rounds to even
+		t.Fatalf("even count: %s", got)
 	}
 }
