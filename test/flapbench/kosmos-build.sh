@@ -16,7 +16,10 @@ if [[ -z "$src" ]]; then
   echo "  git clone --depth 1 --branch v0.5.5 https://github.com/kosmos-io/kosmos <dir> && make kosmos KOSMOS_SRC=<dir>"
   exit 0
 fi
-commit=$(git -C "$src" rev-parse HEAD)
+if ! commit=$(git -C "$src" rev-parse HEAD 2>/dev/null); then
+  echo "kosmos: KOSMOS_SRC=$src is not a git checkout (the report records its commit)" >&2
+  exit 1
+fi
 stamp="$commit $(go env GOVERSION)"
 mkdir -p "$BIN/.versions"
 if [[ -f "$BIN/kosmos-clustertree" && "$(cat "$BIN/.versions/kosmos-clustertree" 2>/dev/null)" == "$stamp" ]]; then
