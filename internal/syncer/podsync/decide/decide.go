@@ -607,9 +607,13 @@ func decideLive(in Input, p *Plan) {
 		if hp.Annotations[podmeta.AnnotationMemberUID] != string(mp.UID) {
 			p.add(Action{Type: SetMemberUID, MemberUID: mp.UID})
 		}
-		decideResize(in, p)
-		decideEphemeral(in, p)
-		decideUpdate(in, p)
+		if mp.DeletionTimestamp == nil && !podmeta.IsTerminal(mp) {
+			// a running member pod follows the host pod's changes; nothing
+			// written to one that finished or is going would run
+			decideResize(in, p)
+			decideEphemeral(in, p)
+			decideUpdate(in, p)
+		}
 		p.add(Action{Type: SyncStatus})
 	case relOther:
 		decideOtherIncarnation(in, p)

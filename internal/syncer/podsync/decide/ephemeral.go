@@ -12,16 +12,14 @@ import (
 
 // decideEphemeral adds its action when the host pod has ephemeral
 // containers (kubectl debug) the member pod lacks. They can only be added,
-// never changed or removed, so only the missing names go, to a member pod
-// that still runs. Each is held to the member's Pod Security level with the
-// pod as it would then be, as the member's admission would: one refused is
+// never changed or removed, so only the missing names go (decideLive calls
+// it for a running member pod only). Each is held to the member's Pod
+// Security level with the pod as it would then be, as the member's
+// admission would: one refused is
 // never sent, the host pod gets a Warning Event, and the pod keeps
 // running; it is looked at again when a pod changes, not on a timer.
 func decideEphemeral(in Input, p *Plan) {
 	hp, mp := in.Host, in.Member
-	if mp.DeletionTimestamp != nil || podmeta.IsTerminal(mp) {
-		return
-	}
 	missing := translate.MissingEphemeral(hp, mp)
 	if len(missing) == 0 {
 		return

@@ -7,21 +7,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-
-	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 )
 
 // decideResize adds ResizeMember when the host pod's resources (a resize
 // through the host's resize subresource) differ from its member pod's:
 // the pod-level resources, or a container's (init containers included)
 // resources or resizePolicy — the fields that subresource may change,
-// which MemberPod copies unchanged. A member pod that is terminating or
-// has finished is not resized, as a kubelet does not resize it.
+// which MemberPod copies unchanged. decideLive calls it for a running
+// member pod only (a kubelet does not resize one that is terminating or
+// has finished).
 func decideResize(in Input, p *Plan) {
 	mp := in.Member
-	if mp.DeletionTimestamp != nil || podmeta.IsTerminal(mp) {
-		return
-	}
 	if changed := resizeDiff(mp, Resized(mp, in.Host)); len(changed) > 0 {
 		p.add(Action{Type: ResizeMember, MemberUID: mp.UID, Reason: "HostPodResized",
 			Message: fmt.Sprintf("resources of %s changed in the host", strings.Join(changed, ", "))})

@@ -3,7 +3,6 @@ package decide
 import (
 	"fmt"
 
-	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/translate"
 )
 
@@ -11,13 +10,10 @@ import (
 // host pod as it is now: labels or annotations changed, a mutable spec
 // field (images, activeDeadlineSeconds, tolerations) changed, or the host
 // generation the member pod records is not the host pod's
-// (translate.MemberUpdate). A member pod that has finished or is going is
-// left alone: nothing written to it would run.
+// (translate.MemberUpdate). decideLive calls it for a running member pod
+// only.
 func decideUpdate(in Input, p *Plan) {
 	mp := in.Member
-	if mp.DeletionTimestamp != nil || podmeta.IsTerminal(mp) {
-		return
-	}
 	u := translate.MemberUpdate(in.Host, mp)
 	if u == nil {
 		return
