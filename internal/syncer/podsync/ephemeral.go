@@ -47,7 +47,7 @@ func (x *execution) updateEphemeral(ctx context.Context, a decide.Action) error 
 		return x.retryIn(ref.After, ref.Message)
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return x.retryIn(memberChangedRetry, "member pod changed or went before its ephemeral containers were added")
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+	case memberRefused(err):
 		x.event(decide.Action{Type: decide.Event, Warning: true, Reason: "EphemeralContainerRefused",
 			Message: fmt.Sprintf("member %s refused ephemeral container %s: %v", x.key.Cluster, names, err)})
 		return nil

@@ -93,6 +93,13 @@ func (x *execution) memberWriteFailed(ctx context.Context, a decide.Action, err 
 }
 
 // causeLabel maps a DisruptionTarget reason to a bounded metric label.
+// memberRefused: the member's API refused a write as such (its
+// validation, admission, quota), which the user must read, not a failure
+// the same write would get past on a retry.
+func memberRefused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
+}
+
 func causeLabel(cause string) string {
 	switch cause {
 	case podmeta.CauseNone:

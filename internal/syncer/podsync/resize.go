@@ -3,7 +3,6 @@ package podsync
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +23,7 @@ import (
 // which the status mirror brings back.
 func (x *execution) resizeMember(ctx context.Context, a decide.Action) error {
 	if x.mp == nil || x.mp.UID != a.MemberUID {
-		return x.retryIn(time.Second, "member pod to resize is not the one decided about")
+		return x.retryIn(memberChangedRetry, "member pod to resize is not the one decided about")
 	}
 	x.logAction(a, "memberUID", string(a.MemberUID))
 	out, err := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace).UpdateResize(ctx, x.key.Name, decide.Resized(x.mp, x.hp), metav1.UpdateOptions{})
@@ -33,8 +32,8 @@ func (x *execution) resizeMember(ctx context.Context, a decide.Action) error {
 		x.mp = out
 		return nil
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		return x.retryIn(time.Second, "member pod changed before its resize: "+err.Error())
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+		return x.retryIn(memberChangedRetry, "member pod changed before its resize: "+err.Error())
+	case memberRefused(err):
 		x.event(decide.Action{Type: decide.Event, Warning: true, Reason: "MemberResizeRefused",
 			Message: fmt.Sprintf("member cluster %s refused the resize: %v", x.key.Cluster, err)})
 		return nil

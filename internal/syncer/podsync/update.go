@@ -41,8 +41,8 @@ func (x *execution) updateMember(ctx context.Context, a decide.Action) error {
 	})
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		return x.retryIn(200*time.Millisecond, "member pod changed since the decision")
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+		return x.retryIn(memberChangedRetry, "member pod changed since the decision")
+	case memberRefused(err):
 		x.event(decide.Action{Type: decide.Event, Warning: true, Reason: "MemberUpdateRefused",
 			Message: fmt.Sprintf("member %s refused the pod's update: %v", x.key.Cluster, err)})
 		return x.retryIn(updateRefusedRetry, "member refused the update")
