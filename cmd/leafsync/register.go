@@ -55,7 +55,8 @@ var memberRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/resize"}, Verbs: []string{"update"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/ephemeralcontainers"}, Verbs: []string{"update"}},
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}},
+	// patch: the Pod Security level of a namespace leafsync created follows the registration's.
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "services"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{NonResourceURLs: []string{"/readyz", "/livez", "/healthz"}, Verbs: []string{"get"}},
 }

@@ -32,17 +32,21 @@ import (
 
 // MemberStatus is one row of `leafsync status`.
 type MemberStatus struct {
-	Cluster    string `json:"cluster"`
-	Secret     string `json:"secret"`
-	Leaf       string `json:"leaf"`
-	State      string `json:"state"`
-	Since      string `json:"since,omitempty"`
-	Cordoned   bool   `json:"cordoned"`
-	Penalty    string `json:"penalty,omitempty"`
-	Link       string `json:"link"`
-	SyncedPods int    `json:"syncedPods"`
-	Owed       string `json:"owedDeletes,omitempty"`
-	LastError  string `json:"lastError,omitempty"`
+	Cluster  string `json:"cluster"`
+	Secret   string `json:"secret"`
+	Leaf     string `json:"leaf"`
+	State    string `json:"state"`
+	Since    string `json:"since,omitempty"`
+	Cordoned bool   `json:"cordoned"`
+	// Verified is "true" or "false" (leafsync.io/verified), "-" before a
+	// conclusive verification; VerifyFailed says why not.
+	Verified     string `json:"verified"`
+	VerifyFailed string `json:"verifyFailed,omitempty"`
+	Penalty      string `json:"penalty,omitempty"`
+	Link         string `json:"link"`
+	SyncedPods   int    `json:"syncedPods"`
+	Owed         string `json:"owedDeletes,omitempty"`
+	LastError    string `json:"lastError,omitempty"`
 }
 
 // statusReader gathers MemberStatus rows from the host; the store adds
@@ -69,7 +73,9 @@ func (r statusReader) read(ctx context.Context) ([]MemberStatus, error) {
 		}
 		row := MemberStatus{
 			Cluster: cluster, Secret: s.Name, Leaf: leaf, State: "-",
-			Link: s.Annotations[registration.AnnotationStatus],
+			Link:         s.Annotations[registration.AnnotationStatus],
+			Verified:     dash(s.Annotations[registration.AnnotationVerified]),
+			VerifyFailed: s.Annotations[registration.AnnotationVerifyFailed],
 		}
 		if reason := s.Annotations[registration.AnnotationStatusReason]; row.Link != "Connected" && reason != "" {
 			row.LastError = reason + ": " + s.Annotations[registration.AnnotationStatusMessage]
@@ -250,10 +256,14 @@ func printStatus(w io.Writer, rows []MemberStatus, output string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tLEAF\tSTATE\tSINCE\tCORDONED\tPENALTY\tLINK\tSYNCED PODS\tOWED\tLAST ERROR")
+	fmt.Fprintln(tw, "CLUSTER\tLEAF\tSTATE\tSINCE\tCORDONED\tVERIFIED\tPENALTY\tLINK\tSYNCED PODS\tOWED\tLAST ERROR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\t%s\n", r.Cluster, r.Leaf, r.State, dash(r.Since), r.Cordoned,
-			dash(r.Penalty), dash(r.Link), r.SyncedPods, dash(r.Owed), dash(truncate(r.LastError, 80)))
+		lastError := r.LastError
+		if lastError == "" && r.VerifyFailed != "" {
+			lastError = "verification: " + r.VerifyFailed
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Cluster, r.Leaf, r.State, dash(r.Since), r.Cordoned, r.Verified,
+			dash(r.Penalty), dash(r.Link), r.SyncedPods, dash(r.Owed), dash(truncate(lastError, 80)))
 	}
 	return tw.Flush()
 }

@@ -26,6 +26,10 @@ const (
 	// TaintUnreachable cordons a leaf while the engine says Cordoned: new
 	// pods stay away, running ones are untouched.
 	TaintUnreachable = "leafsync.io/unreachable"
+	// TaintUnverified keeps new pods off a leaf until leafsync has shown
+	// the member can run them (internal/syncer/verify): its value names
+	// the failed checks, or "pending". Running pods are untouched.
+	TaintUnverified = "leafsync.io/unverified"
 	// fieldManager is leafsync's name in managedFields and patches.
 	fieldManager = "leafsync"
 	// containerRuntime is what leaves report as their container runtime.
@@ -65,6 +69,10 @@ type Input struct {
 	Status hysteresis.Status
 	// Config is the member's effective thresholds (for messages).
 	Config hysteresis.Config
+	// Unverified, when not empty, is the leafsync.io/unverified taint's
+	// value: the member is not (or no longer) verified to run new pods.
+	// It never changes the leaf's readiness.
+	Unverified string
 	Options
 }
 
@@ -93,7 +101,7 @@ type Desired struct {
 }
 
 // ownedTaintKeys are the taint keys leafsync adds and removes.
-var ownedTaintKeys = []string{TaintLeaf, TaintUnreachable}
+var ownedTaintKeys = []string{TaintLeaf, TaintUnreachable, TaintUnverified}
 
 // Compute derives a leaf's desired state. It is pure: same input, same output.
 func Compute(in Input) Desired {
@@ -113,6 +121,9 @@ func Compute(in Input) Desired {
 	}
 	if in.Status.Cordoned {
 		d.Taints = append(d.Taints, corev1.Taint{Key: TaintUnreachable, Value: in.Status.Reason, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if in.Unverified != "" {
+		d.Taints = append(d.Taints, corev1.Taint{Key: TaintUnverified, Value: in.Unverified, Effect: corev1.TaintEffectNoSchedule})
 	}
 	d.Conditions = append([]corev1.NodeCondition{readyCondition(in)}, pressureConditions(nodes)...)
 	return d

@@ -26,6 +26,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/leaves"
 	"github.com/leafsync/leafsync/internal/syncer/member"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/verify"
 )
 
 // CacheOptions restricts what the manager's cache may watch. Secrets are
@@ -120,9 +121,17 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	if err := setupLeaves(mgr, cfg, ctl.Registry(), leafNodes, records, o.clock); err != nil {
+	// The verifier tells the leaves when a member's verification changed.
+	var kickLeaf func(cluster string)
+	verifier, err := setupVerification(mgr, cfg, ctl.Registry(), func(cluster string) { kickLeaf(cluster) }, o.clock)
+	if err != nil {
 		return err
 	}
+	leafCtl, err := setupLeaves(mgr, cfg, ctl.Registry(), leafNodes, records, verifier, o.clock)
+	if err != nil {
+		return err
+	}
+	kickLeaf = leafCtl.Kick
 	keeper := state.keeper
 	if err := setupPodSync(mgr, cfg, ctl.Registry(), keeper, leafNodes, o.clock); err != nil {
 		return err
@@ -157,18 +166,18 @@ func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
 // themselves (one per leaf per renew interval, retries within it), so a
 // limiter could only make them queue — behind each other, or behind Node
 // writes when many members churn pods.
-func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, records *guard.Records, clk clock.WithTicker) error {
+func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, records *guard.Records, verifier *verify.Controller, clk clock.WithTicker) (*leaves.Controller, error) {
 	hostCfg := rest.CopyConfig(mgr.GetConfig())
 	hostCfg.QPS, hostCfg.Burst = 50, 100
 	host, err := kubernetes.NewForConfig(hostCfg)
 	if err != nil {
-		return fmt.Errorf("host client for leaves: %w", err)
+		return nil, fmt.Errorf("host client for leaves: %w", err)
 	}
 	leaseCfg := rest.CopyConfig(mgr.GetConfig())
 	leaseCfg.QPS = -1 // no client-side rate limiter
 	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
-		return fmt.Errorf("host client for leases: %w", err)
+		return nil, fmt.Errorf("host client for leases: %w", err)
 	}
 	l := cfg.Leaves
 	o := leaves.Options{
@@ -190,5 +199,9 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 	if records != nil {
 		o.Guard = records
 	}
-	return mgr.Add(leaves.New(o))
+	if verifier != nil {
+		o.Verification = verifier
+	}
+	c := leaves.New(o)
+	return c, mgr.Add(c)
 }

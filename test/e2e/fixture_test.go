@@ -46,6 +46,10 @@ podSync:
   maxDeferral: 30s
   reapAfter: 10s
   resync: 5s
+verification:
+  retryMin: 1s
+  retryMax: 2s
+  canary: false
 `
 
 // fleet is a host and its members, each behind a fault proxy, and the

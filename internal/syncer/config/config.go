@@ -43,6 +43,9 @@ type Config struct {
 	EvictionGuard EvictionGuard `json:"evictionGuard"`
 	// KubeletAPI serves kubectl logs/exec/attach/port-forward for pods on leaves.
 	KubeletAPI KubeletAPI `json:"kubeletAPI"`
+	// Verification keeps new pods off a leaf until its member has shown
+	// it can run them.
+	Verification Verification `json:"verification"`
 }
 
 // Leaves configures the leaf Node of each member and its heartbeat.
@@ -175,6 +178,7 @@ func Default() Config {
 		PodSync:       DefaultPodSync(),
 		EvictionGuard: defaultEvictionGuard(),
 		KubeletAPI:    defaultKubeletAPI(),
+		Verification:  defaultVerification(),
 	}
 }
 
@@ -224,6 +228,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.PodSync.validate())
 	errs = append(errs, c.EvictionGuard.validate())
 	errs = append(errs, c.KubeletAPI.validate())
+	errs = append(errs, c.Verification.validate())
 	return errors.Join(errs...)
 }
 

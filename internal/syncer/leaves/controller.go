@@ -66,6 +66,12 @@ type Options struct {
 	Guard interface {
 		Set(ctx context.Context, cluster, leaf, state string, since time.Time) error
 	}
+	// Verification, when set, says whether a member's leaf carries the
+	// leafsync.io/unverified taint, and its value (internal/syncer/verify);
+	// the verifier calls Kick when that changes.
+	Verification interface {
+		Unverified(m clusters.Member) string
+	}
 	// OnRenew receives each renewal's lag (metrics); may be nil.
 	OnRenew func(cluster string, lag time.Duration, err error)
 	Logger  logr.Logger
@@ -192,6 +198,9 @@ func (c *Controller) Decided(m clusters.Member) {
 		c.runner.Add(m.Cluster())
 	}
 }
+
+// Kick syncs the member's leaf soon (its verification changed).
+func (c *Controller) Kick(cluster string) { c.runner.Add(cluster) }
 
 // Disengage stops the member's leaf (the Node stays).
 func (c *Controller) Disengage(cluster string) {
@@ -375,6 +384,9 @@ func (l *leaf) sync() error {
 		Status:   st,
 		Config:   m.Readiness.Config,
 		Options:  l.options(m),
+	}
+	if v := l.c.opts.Verification; v != nil {
+		in.Unverified = v.Unverified(m)
 	}
 	synced := m.Runtime.HasSynced()
 	if synced {

@@ -203,12 +203,12 @@ func histogramVec(s Spec) *prometheus.HistogramVec {
 
 // Register adds every event-driven metric to reg.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{
+	for _, c := range append([]prometheus.Collector{
 		ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec,
 		LeafWritesVec, LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec,
 		PodSyncDurationVec, StoreWriteDurationVec, StoreWriteErrorsVec,
 		EvictionGuardGauge, EvictionsRefusedVec, EvictionsCompletedVec, KubeletAPIRequestsVec,
-	} {
+	}, verificationCollectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

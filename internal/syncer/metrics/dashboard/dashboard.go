@@ -156,6 +156,17 @@ func build() (dashboard.Dashboard, error) {
 		"max("+sel(metrics.EvictionGuardActive)+")").
 		Height(6).Span(8))
 
+	b.WithRow(dashboard.NewRowBuilder("Verification"))
+	b.WithPanel(timeline("Verified", "1 while a member is verified to run new pods; 0 while its leaf carries leafsync.io/unverified:NoSchedule (new pods stay away; running pods untouched).",
+		sel(metrics.MemberVerified, inClusters),
+		valueMap{"0": {"unverified", "orange"}, "1": {"verified", "green"}}))
+	b.WithPanel(graph("Verification runs and failed checks", "Verification runs per hour by result, and failed checks per hour by check (rights, capacity, canary).", 6, 12,
+		target("sum by (result) (increase("+counter(metrics.Verifications, inClusters)+"[1h]))", "{{result}}"),
+		target("sum by (check) (increase("+counter(metrics.VerificationFailedChecks, inClusters)+"[1h]))", "failed {{check}}")))
+	b.WithPanel(graph("Verification duration (p99)", metrics.VerificationDuration.Help, 6, 12,
+		target(p99(metrics.VerificationDuration), "{{cluster}}")).
+		Unit("s"))
+
 	b.WithRow(dashboard.NewRowBuilder("Kubelet API"))
 	b.WithPanel(graph("kubectl logs, exec, attach, port-forward on leaves", "Requests to the leaves' kubelet API per second, by verb and answer: upgraded (a stream handed to the member), 200, or the refusal (401, 403, 404, 502 when the member is unreachable).", 6, 24,
 		target("sum by (verb, code) (rate("+counter(metrics.KubeletAPIRequests)+"[5m]))", "{{verb}} {{code}}")))
