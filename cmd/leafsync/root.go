@@ -27,6 +27,7 @@ forwarded.`,
 		newStatusCommand(),
 		newDeregisterCommand(),
 		newUninstallCommand(),
+		newVerifyCommand(),
 	)
 	return root
 }
