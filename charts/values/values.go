@@ -108,6 +108,8 @@ type HeartbeatPriority struct {
 type PodSync struct {
 	// ReadReferencedSecrets lets leafsync get, by name, the Secrets that pods on leaves reference, in any namespace (ConfigMaps always); without it such pods wait with a Warning Event.
 	ReadReferencedSecrets bool `json:"readReferencedSecrets"`
+	// IssueHostTokens lets leafsync request ServiceAccount tokens (serviceaccounts/token create) for pods on leaves, bound to each pod; also granted when config.podSync.hostAPIServer is set. Needed when only registrations set leafsync.io/host-api-server.
+	IssueHostTokens bool `json:"issueHostTokens"`
 }
 
 // ServiceAccount of leafsync's pods.

@@ -66,6 +66,8 @@ var configFlags = []configFlag{
 		func(c *config.Config) any { return &c.Members.Burst }},
 	{"store-backend", fmt.Sprintf("where state that must survive restarts is kept, one of %v: kube (ConfigMaps in --namespace of the host), etcd (see --etcd-endpoints) or memory (lost on restart)", config.StoreBackends),
 		func(c *config.Config) any { return &c.Store.Backend }},
+	{"host-api-server", "the host API server's address as members reach it (host:port or https://host:port): pods on leaves that mount a ServiceAccount token get their host ServiceAccount's token, the host CA and this address; empty: no token (per member: annotation leafsync.io/host-api-server)",
+		func(c *config.Config) any { return &c.PodSync.HostAPIServer }},
 	{"etcd-endpoints", "etcd client URLs for --store-backend=etcd (comma-separated, e.g. https://etcd-0:2379); TLS and auth in the config file's store.etcd",
 		func(c *config.Config) any { return &c.Store.Etcd.Endpoints }},
 }

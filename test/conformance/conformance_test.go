@@ -89,7 +89,10 @@ func TestConformance(t *testing.T) {
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(leafsyncConfig, port)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+ns, "--config="+config)
+	// Pods on the leaf reach the host API server where the node's pods
+	// reach the gateway: their in-cluster clients (agnhost nettest in the
+	// PreStop spec) talk to the host as their host ServiceAccount.
+	harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+ns, "--config="+config, "--host-api-server="+host.Addr())
 	if _, err := host.Client().CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "member-member", Namespace: ns,

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/hosttoken"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/test/harness"
 )
@@ -377,10 +378,18 @@ func TestPodSync(t *testing.T) {
 			if mp.Spec.AutomountServiceAccountToken == nil || *mp.Spec.AutomountServiceAccountToken || mp.Spec.ServiceAccountName != "default" {
 				t.Errorf("member pod %s: service account %q automount %v", mp.Name, mp.Spec.ServiceAccountName, mp.Spec.AutomountServiceAccountToken)
 			}
+			// The token volume goes down without its token (no
+			// --host-api-server here: no host token is written), and no
+			// token is projected from the member either.
 			for _, v := range mp.Spec.Volumes {
-				if v.Projected != nil {
-					t.Errorf("member pod %s has projected volume %s", mp.Name, v.Name)
+				for _, src := range projectedSources(v) {
+					if src.ServiceAccountToken != nil {
+						t.Errorf("member pod %s: volume %s projects a token", mp.Name, v.Name)
+					}
 				}
+			}
+			if _, err := mc.CoreV1().Secrets(appsNS).Get(ctx, hosttoken.SecretName(mp.Name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("member pod %s: a host token Secret without a host API address (%v)", mp.Name, err)
 			}
 		}
 		ns, err := mc.CoreV1().Namespaces().Get(ctx, appsNS, metav1.GetOptions{})

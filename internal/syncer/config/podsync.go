@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -41,6 +44,31 @@ type PodSync struct {
 	// by label, on the namespaces leafsync creates in members, as a second
 	// layer.
 	MemberPodSecurity string `json:"memberPodSecurity"`
+	// HostAPIServer is the host API server's address as members reach it
+	// ("host:port" or "https://host:port"). With it, a pod on a leaf that
+	// mounts a ServiceAccount token gets a token of its host
+	// ServiceAccount, the host's CA and this address
+	// (KUBERNETES_SERVICE_HOST/PORT); without it, no token. Per member,
+	// the registration annotation leafsync.io/host-api-server overrides it.
+	HostAPIServer string `json:"hostAPIServer"`
+}
+
+// ParseHostAPIServer splits a host API server address ("host:port" or
+// "https://host:port") into its host and port.
+func ParseHostAPIServer(s string) (host, port string, err error) {
+	hp := s
+	if strings.Contains(s, "://") {
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme != "https" || u.Path != "" && u.Path != "/" {
+			return "", "", fmt.Errorf("%q: want host:port or https://host:port", s)
+		}
+		hp = u.Host
+	}
+	host, port, err = net.SplitHostPort(hp)
+	if err != nil || host == "" || port == "" {
+		return "", "", fmt.Errorf("%q: want host:port or https://host:port", s)
+	}
+	return host, port, nil
 }
 
 // PodSecurityLevels are the accepted values of podSync.memberPodSecurity.
@@ -76,6 +104,11 @@ func (p PodSync) validate() error {
 	}
 	if !contains(PodSecurityLevels, p.MemberPodSecurity) {
 		errs = append(errs, fmt.Errorf("podSync.memberPodSecurity %q must be one of %v", p.MemberPodSecurity, PodSecurityLevels))
+	}
+	if p.HostAPIServer != "" {
+		if _, _, err := ParseHostAPIServer(p.HostAPIServer); err != nil {
+			errs = append(errs, fmt.Errorf("podSync.hostAPIServer %w", err))
+		}
 	}
 	if p.Workers < 1 {
 		errs = append(errs, fmt.Errorf("podSync.workers (%d) must be at least 1", p.Workers))

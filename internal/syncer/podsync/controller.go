@@ -66,6 +66,11 @@ type Options struct {
 	// namespaces leafsync creates are labelled with it, unless the
 	// registration says otherwise (AnnotationPodSecurity).
 	PodSecurity string
+	// HostAPIServer is the host API server's address members reach
+	// ("host:port"; per member, AnnotationHostAPIServer overrides it):
+	// pods that mount a ServiceAccount token get their host
+	// ServiceAccount's (hosttoken). "": no token.
+	HostAPIServer string
 	// Workers reconcile one member's pods in parallel. Each member has a
 	// queue and workers of its own, so a slow or unreachable member never
 	// delays another member's pod sync, deletes or reaping.

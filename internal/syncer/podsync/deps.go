@@ -106,8 +106,8 @@ func (ms *memberSync) ensureNamespace(ctx context.Context, rt *member.Runtime, n
 // pod) has a reference to k that is not optional.
 func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 	_, leaf, host := ms.snapshot()
-	uses := func(spec *corev1.PodSpec) bool {
-		for _, r := range translate.References(spec) {
+	uses := func(pod string, spec *corev1.PodSpec) bool {
+		for _, r := range translate.References(pod, spec) {
 			if r.Kind == k.Kind && r.Name == k.Name && !r.Optional {
 				return true
 			}
@@ -117,14 +117,14 @@ func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 	for _, obj := range host.GetStore().List() {
 		hp, ok := obj.(*corev1.Pod)
 		if ok && hp.Namespace == k.Namespace && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
-			if spec := translate.MemberSpecWithEphemeral(hp); uses(&spec) {
+			if spec := translate.MemberSpecWithEphemeral(hp); uses(hp.Name, &spec) {
 				return true
 			}
 		}
 	}
 	pods, _ := rt.PodLister().Pods(k.Namespace).List(memberOwner{ms.cluster, ms.hostIdentity()}.Selector())
 	for _, p := range pods {
-		if podmeta.Ours(p, ms.cluster, ms.hostIdentity()) && uses(&p.Spec) {
+		if podmeta.Ours(p, ms.cluster, ms.hostIdentity()) && uses(p.Name, &p.Spec) {
 			return true
 		}
 	}
@@ -150,8 +150,8 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 		return nil // copies of Services no pod seems to use would go
 	}
 	uses := map[reflector.Key]reflector.Use{}
-	use := func(namespace string, spec *corev1.PodSpec, live bool) {
-		refs, _ := ms.c.podRefs(namespace, spec)
+	use := func(namespace, pod string, spec *corev1.PodSpec, live bool) {
+		refs, _ := ms.c.podRefs(namespace, pod, spec)
 		for _, r := range refs {
 			k := reflector.Key{Kind: r.Kind, Namespace: namespace, Name: r.Name}
 			u := uses[k]
@@ -160,11 +160,16 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 			uses[k] = u
 		}
 	}
+	var onLeaf []*corev1.Pod
 	for _, obj := range host.GetStore().List() {
 		if hp, ok := obj.(*corev1.Pod); ok && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
 			spec := translate.MemberSpecWithEphemeral(hp)
-			use(hp.Namespace, &spec, hp.DeletionTimestamp == nil)
+			use(hp.Namespace, hp.Name, &spec, hp.DeletionTimestamp == nil)
+			onLeaf = append(onLeaf, hp)
 		}
+	}
+	if err := ms.refreshTokens(ctx, m, onLeaf); err != nil {
+		ms.log.Error(err, "refreshing host tokens")
 	}
 	pods, err := rt.PodLister().List(memberOwner{ms.cluster, ms.hostIdentity()}.Selector())
 	if err != nil {
@@ -172,7 +177,7 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 	}
 	for _, p := range pods {
 		if podmeta.Ours(p, ms.cluster, ms.hostIdentity()) {
-			use(p.Namespace, &p.Spec, false)
+			use(p.Namespace, p.Name, &p.Spec, false)
 		}
 	}
 	return ms.reflector(rt).Refresh(ctx, uses)

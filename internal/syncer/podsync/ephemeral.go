@@ -33,7 +33,7 @@ func (x *execution) updateEphemeral(ctx context.Context, a decide.Action) error 
 	want.Spec.EphemeralContainers = append(want.Spec.EphemeralContainers, a.Ephemeral...)
 	rt := x.m.Runtime
 	x.ms.depMu.Lock()
-	err := x.ms.reflector(rt).Ensure(ctx, mp.Namespace, translate.References(&corev1.PodSpec{EphemeralContainers: a.Ephemeral}))
+	err := x.ms.reflector(rt).Ensure(ctx, mp.Namespace, translate.References(mp.Name, &corev1.PodSpec{EphemeralContainers: a.Ephemeral}))
 	var out *corev1.Pod
 	if err == nil {
 		out, err = rt.Client().CoreV1().Pods(mp.Namespace).UpdateEphemeralContainers(ctx, mp.Name, want, metav1.UpdateOptions{})

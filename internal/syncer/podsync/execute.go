@@ -413,9 +413,12 @@ func (x *execution) createMember(ctx context.Context) error {
 	err := x.ms.ensureNamespace(ctx, rt, mp.Namespace, x.c.admissionFor(x.m))
 	if err == nil {
 		var refs []reflector.Ref // its ConfigMaps and Secrets, its namespace's Services
-		if refs, err = x.c.podRefs(mp.Namespace, &mp.Spec); err == nil {
+		if refs, err = x.c.podRefs(mp.Namespace, mp.Name, &mp.Spec); err == nil {
 			err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, refs)
 		}
+	}
+	if err == nil {
+		err = x.ms.tokens(x.m).Ensure(ctx, x.hp) // its host ServiceAccount token, before the pod mounts it
 	}
 	var created *corev1.Pod
 	if err == nil {
@@ -442,6 +445,9 @@ func (x *execution) createMember(ctx context.Context) error {
 		return err
 	}
 	x.logAction(decide.Action{Type: decide.CreateMember}, "memberUID", string(created.UID))
+	if err := x.ms.tokens(x.m).Own(ctx, created); err != nil {
+		x.ms.log.Error(err, "token Secret not owned by its member pod yet (the next resync retries)", "pod", created.Namespace+"/"+created.Name)
+	}
 	x.mp = created
 	hp, err := x.c.setMemberUID(ctx, x.hp, created.UID)
 	x.hp = hp

@@ -73,10 +73,10 @@ func serviceRefs(svcs []*corev1.Service) []reflector.Ref {
 	return out
 }
 
-// podRefs are the host objects to copy into member namespace ns before a
-// pod of spec is created there: what it references and its namespace's
+// podRefs are the host objects to copy into member namespace ns before
+// pod (of spec) is created there: what it references and its namespace's
 // Services.
-func (c *Controller) podRefs(namespace string, spec *corev1.PodSpec) ([]reflector.Ref, error) {
+func (c *Controller) podRefs(namespace, pod string, spec *corev1.PodSpec) ([]reflector.Ref, error) {
 	svcs, err := c.services.refs(namespace)
-	return append(translate.References(spec), svcs...), err
+	return append(translate.References(pod, spec), svcs...), err
 }

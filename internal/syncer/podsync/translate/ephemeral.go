@@ -10,18 +10,13 @@ import corev1 "k8s.io/api/core/v1"
 
 // MemberEphemeralContainers are the host pod's ephemeral containers as the
 // member pod gets them, translated as MemberSpec translates containers:
-// mounts of the service-account-token volumes it removes are dropped;
+// mounts of the token volumes it removes are dropped (removedTokenVolumes);
 // targetContainerName is kept (the member pod has the same containers).
 func MemberEphemeralContainers(hp *corev1.Pod) []corev1.EphemeralContainer {
 	if len(hp.Spec.EphemeralContainers) == 0 {
 		return nil
 	}
-	removed := map[string]bool{}
-	for _, v := range hp.Spec.Volumes {
-		if v.Projected != nil && projectsToken(v.Projected) {
-			removed[v.Name] = true
-		}
-	}
+	removed := removedTokenVolumes(hp)
 	out := make([]corev1.EphemeralContainer, len(hp.Spec.EphemeralContainers))
 	for i := range hp.Spec.EphemeralContainers {
 		hp.Spec.EphemeralContainers[i].DeepCopyInto(&out[i])

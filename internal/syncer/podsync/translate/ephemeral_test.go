@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/reflector"
 )
 
@@ -20,7 +21,16 @@ func TestMemberEphemeralContainers(t *testing.T) {
 	hp.Spec.EphemeralContainers = []corev1.EphemeralContainer{debugger("debugger",
 		corev1.VolumeMount{Name: "config", MountPath: "/etc/web"},
 		corev1.VolumeMount{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"})}
+	// The member pod has the token volume (the host token from its Secret):
+	// the mount stays.
 	got := MemberEphemeralContainers(hp)
+	if !reflect.DeepEqual(got, hp.Spec.EphemeralContainers) {
+		t.Errorf("MemberEphemeralContainers =\n%+v\nwant (the mounts and target kept)\n%+v", got, hp.Spec.EphemeralContainers)
+	}
+	// A pod run as a member ServiceAccount has no kube-api-access volume
+	// in the member: the mount goes.
+	hp.Annotations[podmeta.AnnotationMemberServiceAccount] = "web-reader"
+	got = MemberEphemeralContainers(hp)
 	want := []corev1.EphemeralContainer{debugger("debugger", corev1.VolumeMount{Name: "config", MountPath: "/etc/web"})}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("MemberEphemeralContainers =\n%+v\nwant (the token volume's mount dropped, target kept)\n%+v", got, want)
@@ -64,13 +74,13 @@ func TestReferencesOfEphemeralContainers(t *testing.T) {
 	ec.Env = []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s-debug"}, Key: "a"}}}}
 	ec.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-debug"}}}}
 	want := []reflector.Ref{{Kind: "ConfigMap", Name: "cm-debug"}, {Kind: "Secret", Name: "s-debug"}}
-	if got := References(&corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{ec}}); !reflect.DeepEqual(got, want) {
+	if got := References("web-0", &corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{ec}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("References = %v, want %v", got, want)
 	}
 	hp := hostPod("h1")
 	hp.Spec.EphemeralContainers = []corev1.EphemeralContainer{ec}
 	spec := MemberSpecWithEphemeral(hp)
-	if got := References(&spec); !reflect.DeepEqual(got, want) {
+	if got := References("web-0", &spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("References(MemberSpecWithEphemeral) = %v, want %v", got, want)
 	}
 }

@@ -61,7 +61,7 @@ var memberPodFields = map[string]fate{
 	"metadata.finalizers":                 {dropped, "the host's finalizers are for host controllers (leafsync's own holds the host pod)"},
 	"metadata.managedFields":              {dropped, "the member API server's own"},
 
-	"spec.volumes":                       {changed, "a volume projecting a ServiceAccount token is removed: a credential for the host API server"},
+	"spec.volumes":                       {changed, "a projected ServiceAccount token (a credential for the host API server) becomes a token of the host ServiceAccount from the pod's token Secret, as does `kube-root-ca.crt` beside it (the host's CA); the volume's other sources stay (docs/pod-sync.md, The identity a pod runs as)"},
 	"spec.ephemeralContainers":           {dropped, "added to the running member pod through its subresource, never at creation"},
 	"spec.terminationGracePeriodSeconds": {copied, ""},
 	"spec.activeDeadlineSeconds":         {copied, ""},
@@ -109,7 +109,7 @@ var memberPodFields = map[string]fate{
 // containerFields is what MemberPod does to each field of a container and
 // of an init container.
 var containerFields = map[string]fate{
-	"volumeMounts":             {changed, "mounts of the removed token volumes are removed"},
+	"volumeMounts":             {copied, "(a pod run as a member ServiceAccount: mounts of its removed `kube-api-access-*` volume are removed)"},
 	"name":                     {copied, ""},
 	"image":                    {copied, ""},
 	"command":                  {copied, ""},
@@ -117,7 +117,7 @@ var containerFields = map[string]fate{
 	"workingDir":               {copied, ""},
 	"ports":                    {copied, ""},
 	"envFrom":                  {copied, ""},
-	"env":                      {copied, ""},
+	"env":                      {changed, "`KUBERNETES_SERVICE_HOST` and `_PORT` added first, from the pod's token Secret (the host API server's address), unless the container sets them; only when the pod mounts a token"},
 	"resources":                {copied, ""},
 	"resizePolicy":             {copied, ""},
 	"restartPolicy":            {copied, ""},
@@ -182,6 +182,7 @@ var memberUpdateFields = map[string]fate{
 	"spec.setHostnameAsFQDN":             immutable,
 	"spec.shareProcessNamespace":         immutable,
 	"spec.subdomain":                     immutable,
+	"spec.volumes":                       immutable,
 }
 
 // immutable is the fate of a field the API refuses to change on a pod:
@@ -323,6 +324,7 @@ var (
 	quantityType = reflect.TypeOf(resource.Quantity{})
 	timeType     = reflect.TypeOf(metav1.Time{})
 	intOrStrType = reflect.TypeOf(intstr.IntOrString{})
+	fieldsType   = reflect.TypeOf(metav1.FieldsV1{})
 )
 
 func fill(t *testing.T, v reflect.Value, path string, f filler) {
@@ -339,6 +341,9 @@ func fill(t *testing.T, v reflect.Value, path string, f filler) {
 		return
 	case intOrStrType:
 		v.Set(reflect.ValueOf(intstr.FromString(f.prefix + path)))
+		return
+	case fieldsType: // raw JSON (an ephemeral volume's template's managedFields)
+		v.Set(reflect.ValueOf(metav1.FieldsV1{Raw: []byte(`{"f:` + f.prefix + path + `":{}}`)}))
 		return
 	}
 	switch v.Kind() {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/leafsync/leafsync/internal/syncer/podsync/hosttoken"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/reflector"
 )
@@ -51,13 +52,15 @@ func TestMemberPodNoHostToken(t *testing.T) {
 	if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
 		t.Error("automountServiceAccountToken must be false")
 	}
+	// No token is projected in the member: the host ServiceAccount's comes
+	// from the pod's token Secret (TestMemberPodHostTokenVolume).
 	for _, v := range s.Volumes {
-		if v.Projected != nil {
-			t.Errorf("projected token volume %s went down", v.Name)
+		if v.Projected != nil && projectsToken(v.Projected) {
+			t.Errorf("volume %s projects a token in the member", v.Name)
 		}
 	}
-	if got := s.Containers[0].VolumeMounts; len(got) != 1 || got[0].Name != "config" {
-		t.Errorf("mounts = %+v, want only config", got)
+	if got := s.Containers[0].VolumeMounts; len(got) != 2 || got[0].Name != "config" || got[1].Name != "kube-api-access-abcde" {
+		t.Errorf("mounts = %+v, want config and the token volume", got)
 	}
 	if mp.Annotations[podmeta.AnnotationSpecHash] != hash || hash == "" {
 		t.Errorf("spec hash annotation %q, returned %q", mp.Annotations[podmeta.AnnotationSpecHash], hash)
@@ -73,6 +76,97 @@ func TestMemberPodNoHostToken(t *testing.T) {
 		if v.Projected != nil {
 			t.Error("opt-in: the host's token volume must still not go down (the member mounts its own)")
 		}
+	}
+	if got := mp.Spec.Containers[0].VolumeMounts; len(got) != 1 || got[0].Name != "config" {
+		t.Errorf("opt-in: mounts = %+v, want only config", got)
+	}
+	if env := mp.Spec.Containers[0].Env; len(env) != 0 {
+		t.Errorf("opt-in: env = %+v, want none (the member's kubelet gives its own API address)", env)
+	}
+}
+
+// tokenPlus is a host pod whose one projected volume holds a
+// ServiceAccount token (audience, lifetime), a ConfigMap, a Secret, the
+// host's kube-root-ca.crt and downward API files (#30's first bug).
+func tokenPlus() *corev1.Pod {
+	hp := hostPod("h1")
+	hp.Spec.ServiceAccountName = "builder"
+	hp.Spec.Volumes = []corev1.Volume{{Name: "all-in-one", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "vault-token", Audience: "vault", ExpirationSeconds: ptr.To[int64](600)}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}},
+		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "app-secret"}}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: kubeRootCA}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+		{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+	}}}}}
+	hp.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "all-in-one", MountPath: "/var/run/app"}}
+	hp.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_PORT", Value: "8443"}}
+	return hp
+}
+
+// TestMemberPodHostTokenVolume: a projected volume with a token keeps its
+// other sources; the token and the CA come from the pod's token Secret at
+// the same paths; the containers read the host API address from it.
+func TestMemberPodHostTokenVolume(t *testing.T) {
+	hp := tokenPlus()
+	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
+	secret := hosttoken.SecretName(hp.Name)
+	if len(mp.Spec.Volumes) != 1 || mp.Spec.Volumes[0].Projected == nil {
+		t.Fatalf("volumes = %+v, want the projected volume", mp.Spec.Volumes)
+	}
+	fromSecret := func(key, path string) corev1.VolumeProjection {
+		return corev1.VolumeProjection{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: secret},
+			Items: []corev1.KeyToPath{{Key: key, Path: path}}, Optional: ptr.To(true)}}
+	}
+	want := []corev1.VolumeProjection{
+		fromSecret(hosttoken.TokenKey(0), "vault-token"),
+		hp.Spec.Volumes[0].Projected.Sources[1],
+		hp.Spec.Volumes[0].Projected.Sources[2],
+		fromSecret(hosttoken.KeyCA, "ca.crt"),
+		hp.Spec.Volumes[0].Projected.Sources[4],
+	}
+	if got := mp.Spec.Volumes[0].Projected.Sources; !reflect.DeepEqual(got, want) {
+		t.Errorf("sources =\n%+v\nwant\n%+v", got, want)
+	}
+	if got := mp.Spec.Containers[0].VolumeMounts; len(got) != 1 || got[0].Name != "all-in-one" {
+		t.Errorf("mounts = %+v, want the volume's", got)
+	}
+	env := mp.Spec.Containers[0].Env
+	wantEnv := []corev1.EnvVar{
+		{Name: "KUBERNETES_SERVICE_HOST", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: hosttoken.KeyServiceHost, Optional: ptr.To(true)}}},
+		{Name: "KUBERNETES_SERVICE_PORT", Value: "8443"}, // the container's own wins
+	}
+	if !reflect.DeepEqual(env, wantEnv) {
+		t.Errorf("env =\n%+v\nwant\n%+v", env, wantEnv)
+	}
+	if got := hosttoken.Wanted(hp); len(got) != 1 || got[0].Audience != "vault" || got[0].ExpirationSeconds != 600 || got[0].Key != hosttoken.TokenKey(0) {
+		t.Errorf("Wanted = %+v, want the vault token for 600s", got)
+	}
+	// The token Secret is leafsync's own, never a host object to copy;
+	// the others are.
+	refs := References(hp.Name, &mp.Spec)
+	wantRefs := []reflector.Ref{{Kind: "ConfigMap", Name: "app-config"}, {Kind: "Secret", Name: "app-secret"}}
+	if !reflect.DeepEqual(refs, wantRefs) {
+		t.Errorf("References = %v, want %v", refs, wantRefs)
+	}
+	// The host pod is not modified.
+	if !projectsToken(hp.Spec.Volumes[0].Projected) || len(hp.Spec.Containers[0].Env) != 1 {
+		t.Error("MemberPod changed the host pod")
+	}
+}
+
+// TestMemberPodMemberSAKeepsOtherSources: a pod that runs as a member
+// ServiceAccount loses the token source alone from a volume of its own.
+func TestMemberPodMemberSAKeepsOtherSources(t *testing.T) {
+	hp := tokenPlus()
+	hp.Annotations = map[string]string{podmeta.AnnotationMemberServiceAccount: "web-reader"}
+	mp, _ := MemberPod(hp, testCluster, testLeaf, testHost)
+	if len(mp.Spec.Volumes) != 1 {
+		t.Fatalf("volumes = %+v", mp.Spec.Volumes)
+	}
+	want := hp.Spec.Volumes[0].Projected.Sources[1:]
+	if got := mp.Spec.Volumes[0].Projected.Sources; !reflect.DeepEqual(got, want) {
+		t.Errorf("sources = %+v, want all but the token", got)
 	}
 }
 
@@ -172,7 +266,7 @@ func TestReferences(t *testing.T) {
 		{Kind: "ConfigMap", Name: "cm-env", Optional: true}, {Kind: "ConfigMap", Name: "cm-envfrom", Optional: false}, {Kind: "ConfigMap", Name: "cm-proj", Optional: false}, {Kind: "ConfigMap", Name: "cm-vol", Optional: false},
 		{Kind: "Secret", Name: "pull", Optional: true}, {Kind: "Secret", Name: "s-env", Optional: false}, {Kind: "Secret", Name: "s-envfrom", Optional: false}, {Kind: "Secret", Name: "s-proj", Optional: false}, {Kind: "Secret", Name: "s-vol", Optional: false},
 	}
-	if got := References(spec); !reflect.DeepEqual(got, want) {
+	if got := References("web-0", spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("References =\n%v\nwant\n%v", got, want)
 	}
 }
