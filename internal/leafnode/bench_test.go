@@ -11,15 +11,15 @@ import (
 
 // BenchmarkCompute recomputes a leaf for members of growing size: the work
 // leafsync does on every member Node or Pod change (debounced to 2/s).
-// summarized: the pods as the member cache holds them (one container with
-// the pod's effective requests, internal/syncer/member's transform).
+// foreign: the pods leafsync did not place as the member cache holds them
+// (their PodUsage, internal/syncer/member's transform).
 func BenchmarkCompute(b *testing.B) {
 	for _, size := range []struct {
 		nodes, pods int
-		summarized  bool
+		foreign     bool
 	}{{10, 300, false}, {100, 3000, false}, {1000, 30000, false}, {200, 2000, false}, {200, 2000, true}, {1000, 30000, true}} {
-		summarized := size.summarized
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d/summarized=%v", size.nodes, size.pods, summarized), func(b *testing.B) {
+		foreign := size.foreign
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d/foreign=%v", size.nodes, size.pods, foreign), func(b *testing.B) {
 			nodes := make([]*corev1.Node, size.nodes)
 			for i := range nodes {
 				nodes[i] = memberNode(fmt.Sprintf("n%d", i), true,
@@ -31,13 +31,17 @@ func BenchmarkCompute(b *testing.B) {
 				pods[i] = memberPod(fmt.Sprintf("p%d", i), nodes[i%size.nodes].Name, corev1.PodRunning, i%3 == 0,
 					map[string]string{"cpu": "250m", "memory": "512Mi"})
 			}
-			if summarized {
-				for _, p := range pods {
-					SummarizeRequests(p)
-				}
-			}
 			in := Input{Cluster: "eu-1", LeafName: "leaf-eu-1", MemberNodes: nodes, MemberPods: pods,
 				Status: hysteresis.Status{State: hysteresis.Ready}, Options: Options{LeafTaint: true, IsSyncedPod: isSynced}}
+			if foreign {
+				in.MemberPods = nil
+				for _, p := range pods {
+					if !isSynced(p) {
+						u := UsageOf(p)
+						in.ForeignPods = append(in.ForeignPods, &u)
+					}
+				}
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

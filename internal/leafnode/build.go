@@ -65,6 +65,10 @@ type Input struct {
 	// MemberNodes and MemberPods come from the member's informers.
 	MemberNodes []*corev1.Node
 	MemberPods  []*corev1.Pod
+	// ForeignPods are the member's pods leafsync did not place, as the
+	// member's cache keeps them (UsageOf): counted like MemberPods that
+	// are not synced.
+	ForeignPods []*PodUsage
 	// Status is the hysteresis engine's decision for the member.
 	Status hysteresis.Status
 	// Config is the member's effective thresholds (for messages).
@@ -106,7 +110,7 @@ var ownedTaintKeys = []string{TaintLeaf, TaintUnreachable, TaintUnverified}
 // Compute derives a leaf's desired state. It is pure: same input, same output.
 func Compute(in Input) Desired {
 	nodes := countedNodes(in.MemberNodes, in.NodeSelector)
-	gross, alloc := aggregate(nodes, in.MemberPods, in.IsSyncedPod)
+	gross, alloc := aggregate(nodes, in.MemberPods, in.ForeignPods, in.IsSyncedPod)
 	d := Desired{
 		Labels:           leafLabels(in.Cluster, in.LeafName, nodes),
 		Capacity:         alloc,
@@ -148,8 +152,8 @@ func countedNodes(all []*corev1.Node, sel labels.Selector) []*corev1.Node {
 
 // aggregate sums allocatable over the counted nodes (gross) and subtracts
 // what non-terminal pods not placed by leafsync request on them (one "pods"
-// each).
-func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
+// each): the full pods that are not synced, and every foreign pod.
+func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, foreign []*PodUsage, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
 	total = corev1.ResourceList{}
 	onCounted := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -159,39 +163,45 @@ func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, isSynced func(*corev1.P
 		}
 	}
 	gross = total.DeepCopy()
-	for _, p := range pods {
-		if !onCounted[p.Spec.NodeName] || terminal(p) || (isSynced != nil && isSynced(p)) {
-			continue
+	take := func(u *PodUsage) {
+		if !onCounted[u.NodeName] || u.Phase == corev1.PodSucceeded || u.Phase == corev1.PodFailed {
+			return
 		}
-		for name, q := range podRequests(p) {
+		for name, q := range u.Requests {
 			sub(total, name, q)
 		}
 		sub(total, corev1.ResourcePods, resource.MustParse("1"))
 	}
+	for _, p := range pods {
+		if isSynced == nil || !isSynced(p) {
+			u := UsageOf(p)
+			take(&u)
+		}
+	}
+	for _, u := range foreign {
+		take(u)
+	}
 	return gross, total
 }
 
-// SummarizeRequests reduces a pod to what leaf accounting reads of its
-// spec: its effective requests (resourcehelper.PodRequests: containers,
-// init containers, sidecars, overhead, pod-level resources), computed once
-// when the pod enters a member's cache (internal/syncer/member's transform) instead
-// of at every leaf recompute. They are kept as the pod's overhead, the one
-// list PodRequests adds as it is, with no container left: PodRequests of
-// the summarised pod is what it was of the full one.
-func SummarizeRequests(p *corev1.Pod) {
-	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	p.Spec.Containers, p.Spec.InitContainers, p.Spec.Resources = nil, nil, nil
-	p.Spec.Overhead = req
+// PodUsage is what leaf accounting reads of a member pod: where it runs,
+// whether it has finished, and its effective requests.
+type PodUsage struct {
+	NodeName string
+	Phase    corev1.PodPhase
+	// Requests are resourcehelper.PodRequests of the pod: containers,
+	// init containers, sidecars, overhead, pod-level resources. Read-only:
+	// the member's cache shares one list between pods that request the
+	// same.
+	Requests corev1.ResourceList
 }
 
-// podRequests is what a pod requests of its node, read as it is from a
-// summarised pod (no allocation on the hot path of every recompute; a
-// pod from the API always has a container).
-func podRequests(p *corev1.Pod) corev1.ResourceList {
-	if len(p.Spec.Containers) == 0 && len(p.Spec.InitContainers) == 0 {
-		return p.Spec.Overhead
-	}
-	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+// UsageOf reduces a pod to its PodUsage. The member's cache does it once,
+// when a pod enters it (internal/syncer/member's transform), instead of at
+// every leaf recompute.
+func UsageOf(p *corev1.Pod) PodUsage {
+	return PodUsage{NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
+		Requests: resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})}
 }
 
 func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
@@ -212,10 +222,6 @@ func sub(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 		cur = *resource.NewQuantity(0, cur.Format)
 	}
 	list[name] = cur
-}
-
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 // Topology labels copied from the member when all counted nodes agree.

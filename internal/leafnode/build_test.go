@@ -193,9 +193,9 @@ func TestMergeTaintsKeepsOthers(t *testing.T) {
 	}
 }
 
-// A pod summarised when it entered the cache accounts exactly as the full
-// pod: init containers, a sidecar, overhead.
-func TestSummarizedPodAccountsAsTheFullPod(t *testing.T) {
+// A pod reduced to its usage when it entered the cache accounts exactly as
+// the full pod: init containers, a sidecar, overhead.
+func TestForeignPodAccountsAsTheFullPod(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	rl := func(cpu, mem string) corev1.ResourceRequirements {
 		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
@@ -212,23 +212,21 @@ func TestSummarizedPodAccountsAsTheFullPod(t *testing.T) {
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	summarized := full.DeepCopy()
-	SummarizeRequests(summarized)
-	if summarized.Spec.Containers != nil || summarized.Spec.InitContainers != nil {
-		t.Fatalf("not summarised: %+v", summarized.Spec)
-	}
-	want, got := podRequests(full), podRequests(summarized)
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if w, g := want[r], got[r]; w.Cmp(g) != 0 {
-			t.Errorf("%s: summarised %s, full pod %s", r, g.String(), w.String())
+	usage := UsageOf(full)
+	// The init container (2 CPU, 1Gi) outweighs the containers with their
+	// sidecar (600m, 832Mi); plus 50m overhead.
+	want := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2050m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	for r, w := range want {
+		if g := usage.Requests[r]; w.Cmp(g) != 0 {
+			t.Errorf("%s: usage %s, want %s", r, g.String(), w.String())
 		}
 	}
 	nodes := []*corev1.Node{memberNode("n1", true, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "110"}, nil, "v1.35.2")}
-	_, a := aggregate(nodes, []*corev1.Pod{full}, nil)
-	_, b := aggregate(nodes, []*corev1.Pod{summarized}, nil)
+	_, a := aggregate(nodes, []*corev1.Pod{full}, nil, nil)
+	_, b := aggregate(nodes, nil, []*PodUsage{&usage}, nil)
 	for r, q := range a {
 		if bq := b[r]; q.Cmp(bq) != 0 {
-			t.Errorf("aggregate %s: %s with the full pod, %s summarised", r, q.String(), bq.String())
+			t.Errorf("aggregate %s: %s with the full pod, %s as a foreign pod", r, q.String(), bq.String())
 		}
 	}
 }

@@ -394,11 +394,9 @@ func (l *leaf) sync() error {
 		if err != nil {
 			return err
 		}
-		pods, err := m.Runtime.PodLister().List(labels.Everything())
-		if err != nil {
-			return err
-		}
-		in.MemberNodes, in.MemberPods = nodes, pods
+		// The pods leafsync placed are the host scheduler's to account
+		// for; the others are in the cache as their usage only.
+		in.MemberNodes, in.ForeignPods = nodes, m.Runtime.ForeignPods()
 	}
 	d := leafnode.Compute(in)
 	if !synced {

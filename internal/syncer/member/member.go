@@ -1,6 +1,7 @@
 // Package member is the runtime of one member cluster: its clients (with
 // timeouts, QPS/burst and a leafsync user agent), its Node and Pod informers
-// (with transforms that keep the cache small), its prober (GET /readyz,
+// (with a transform that keeps of each object only what leafsync reads, and
+// of pods leafsync did not place a ForeignPod), its prober (GET /readyz,
 // classified for the hysteresis engine), and its circuit breaker, through
 // which every call to the member goes but the probe. The probe has a
 // transport (and connections) of its own: it is the only readiness signal,
@@ -33,6 +34,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/leafsync/leafsync/internal/leafnode"
 )
 
 // Options configure a member Runtime.
@@ -94,7 +97,7 @@ type Runtime struct {
 	kube      kubernetes.Interface
 	factory   informers.SharedInformerFactory
 	nodes     coreinformers.NodeInformer
-	pods      coreinformers.PodInformer
+	pods      cache.SharedIndexInformer // *corev1.Pod (synced) and *ForeignPod
 	breaker   *Breaker
 	prober    *Prober
 
@@ -186,10 +189,9 @@ func New(o Options) (*Runtime, error) {
 	r.factory = informers.NewSharedInformerFactoryWithOptions(watchClient, o.Resync,
 		informers.WithTransform(transform(o.IsSyncedPod)))
 	r.nodes = r.factory.Core().V1().Nodes()
-	r.pods = r.factory.Core().V1().Pods()
 	// Instantiate both informers now so Start starts them.
 	r.nodes.Informer()
-	r.pods.Informer()
+	r.pods = r.factory.Core().V1().Pods().Informer()
 
 	readyz, err := readyzURL(cfg)
 	if err != nil {
@@ -286,24 +288,35 @@ func (r *Runtime) RESTConfig() *rest.Config { return rest.CopyConfig(r.config) }
 // transform).
 func (r *Runtime) Nodes() coreinformers.NodeInformer { return r.nodes }
 
-// Pods returns the member's Pod informer (objects are transformed: see
-// transform).
-func (r *Runtime) Pods() coreinformers.PodInformer { return r.pods }
+// Pods returns the member's Pod informer. Its objects, as event handlers
+// get them, are the *corev1.Pod of pods leafsync synced and the
+// *ForeignPod of every other (see transform); its Lister is PodLister.
+func (r *Runtime) Pods() coreinformers.PodInformer { return podInformer{r} }
+
+type podInformer struct{ r *Runtime }
+
+func (p podInformer) Informer() cache.SharedIndexInformer { return p.r.pods }
+func (p podInformer) Lister() corelisters.PodLister       { return p.r.PodLister() }
 
 // NodeLister lists the member's Nodes from the cache.
 func (r *Runtime) NodeLister() corelisters.NodeLister { return r.nodes.Lister() }
 
-// PodLister lists the member's Pods from the cache.
-func (r *Runtime) PodLister() corelisters.PodLister { return r.pods.Lister() }
+// PodLister lists the member's Pods from the cache: foreign pods as
+// ForeignPod.Pod shows them.
+func (r *Runtime) PodLister() corelisters.PodLister { return podLister{r.pods.GetIndexer()} }
+
+// ForeignPods lists, from the cache, the usage of the member's pods
+// leafsync did not place: what the leaf's aggregation subtracts.
+func (r *Runtime) ForeignPods() []*leafnode.PodUsage { return foreignPods(r.pods.GetIndexer()) }
 
 // HasSynced reports whether both informers have synced once.
 func (r *Runtime) HasSynced() bool {
-	return r.nodes.Informer().HasSynced() && r.pods.Informer().HasSynced()
+	return r.nodes.Informer().HasSynced() && r.pods.HasSynced()
 }
 
 // WaitForCacheSync waits until the informers have synced or ctx ends.
 func (r *Runtime) WaitForCacheSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), r.nodes.Informer().HasSynced, r.pods.Informer().HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), r.nodes.Informer().HasSynced, r.pods.HasSynced)
 }
 
 // Breaker returns the member's circuit breaker.

@@ -72,33 +72,39 @@ func testPod(name string, synced bool) corev1.Pod {
 
 func TestTransform(t *testing.T) {
 	tr := transform(nil)
-	n := testNode("n1")
-	if _, err := tr(&n); err != nil {
+	in := testNode("n1")
+	o, err := tr(&in)
+	if err != nil {
 		t.Fatal(err)
 	}
+	n := o.(*corev1.Node)
 	if n.ManagedFields != nil || n.Status.Images != nil || len(n.Annotations) != 1 || n.Annotations["leafsync.io/keep"] != "x" {
 		t.Errorf("node not stripped: %+v", n)
 	}
-	if n.Status.Capacity.Cpu().String() != "4" || n.Labels["kubernetes.io/os"] != "linux" || len(n.Status.Conditions) != 1 {
+	// Allocatable, not capacity, is what the leaf's aggregation reads.
+	if n.Status.Allocatable.Cpu().String() != "4" || n.Labels["kubernetes.io/os"] != "linux" || len(n.Status.Conditions) != 1 {
 		t.Errorf("node lost what leafsync needs: %+v", n)
 	}
 
-	p := testPod("p", false)
-	if _, err := tr(&p); err != nil {
+	in2 := testPod("p", false)
+	o, err = tr(&in2)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ManagedFields != nil || p.Annotations != nil || p.Labels != nil || p.Spec.Containers != nil || p.Spec.Volumes != nil || p.Status.ContainerStatuses != nil {
+	p := o.(*ForeignPod)
+	if p.Annotations != nil || p.Labels != nil {
 		t.Errorf("foreign pod not stripped: %+v", p)
 	}
-	if p.Spec.Overhead.Cpu().String() != "100m" || p.Spec.NodeName != "n1" || p.Status.Phase != corev1.PodRunning || p.UID == "" {
+	if p.Requests.Cpu().String() != "100m" || p.NodeName != "n1" || p.Phase != corev1.PodRunning || p.UID == "" {
 		t.Errorf("foreign pod lost its accounting data or identity: %+v", p)
 	}
 	// Pods that request the same share one read-only list.
-	p2 := testPod("p2", false)
-	if _, err := tr(&p2); err != nil {
+	in3 := testPod("p2", false)
+	o, err = tr(&in3)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if reflect.ValueOf(p.Spec.Overhead).UnsafePointer() != reflect.ValueOf(p2.Spec.Overhead).UnsafePointer() {
+	if reflect.ValueOf(p.Requests).UnsafePointer() != reflect.ValueOf(o.(*ForeignPod).Requests).UnsafePointer() {
 		t.Errorf("equal requests not shared")
 	}
 

@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/leafsync/leafsync/internal/leafnode"
 )
 
 // LeafsyncPrefix is the prefix of labels and annotations leafsync keeps on
@@ -28,21 +26,23 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 	return false
 }
 
-// transform returns the informer transform of a member: it strips what
-// leafsync does not need before objects enter the cache, so that memory per
-// member stays small.
+// transform returns the informer transform of a member: it keeps of each
+// object only what leafsync reads (listed, reader by reader, in
+// transform_test.go's TestTransformKeepsWhatReadersRead), before objects
+// enter the cache, so that memory per member stays small.
 //
-//   - Nodes keep metadata (labels, leafsync.io/ annotations), spec, and
-//     status capacity, allocatable, conditions, addresses and node info;
-//     images and volume lists (the bulk of a Node) are dropped.
+//   - Nodes keep their name, labels and leafsync.io/ annotations,
+//     unschedulable, allocatable, the type and status of their conditions,
+//     kubelet version, OS and architecture, and declared features: what
+//     the leaf's aggregation reads. Conditions and allocatable lists are
+//     shared between nodes that report the same.
 //   - Pods leafsync synced (isSynced; IsLeafsyncPod when nil) keep
 //     everything but managed fields and the last-applied annotation: the
 //     pod syncer mirrors their status to the host.
-//   - Every other pod is kept only for resource accounting: name, node,
-//     phase, and its effective requests (summarised, shared between pods
-//     that request the same); the rest is dropped: about half the memory a
-//     pod with only its containers' resources took, and no requests
-//     arithmetic at every leaf recompute.
+//   - Every other pod, most of a member, becomes a ForeignPod: its
+//     identity and its usage (node, phase, effective requests, shared
+//     between pods that request the same), about 300 bytes where the
+//     smallest *corev1.Pod takes 1,500 (TestCacheFootprint).
 func transform(isSynced func(*corev1.Pod) bool) cache.TransformFunc {
 	if isSynced == nil {
 		isSynced = IsLeafsyncPod
@@ -50,14 +50,13 @@ func transform(isSynced func(*corev1.Pod) bool) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *corev1.Node:
-			stripNode(o)
+			return stripNode(o), nil
 		case *corev1.Pod:
-			if isSynced(o) {
-				o.ManagedFields = nil
-				delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
-			} else {
-				stripPod(o)
+			if !isSynced(o) {
+				return foreignPod(o), nil
 			}
+			o.ManagedFields = nil
+			delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 		}
 		return obj, nil
 	}
@@ -76,57 +75,59 @@ func keepLeafsyncKeys(m map[string]string) map[string]string {
 	return kept
 }
 
-func stripMeta(m *metav1.ObjectMeta) {
-	m.ManagedFields = nil
-	m.Annotations = keepLeafsyncKeys(m.Annotations)
-	m.OwnerReferences = nil
-	m.Finalizers = nil
-}
-
-func stripNode(n *corev1.Node) {
-	stripMeta(&n.ObjectMeta)
-	n.Status.Images = nil
-	n.Status.VolumesInUse = nil
-	n.Status.VolumesAttached = nil
-	n.Status.Config = nil
-	n.Status.RuntimeHandlers = nil
-	n.Status.DeclaredFeatures = nil
-	for i := range n.Status.Conditions {
-		// Heartbeat times change every few seconds and nobody reads them.
-		n.Status.Conditions[i].LastHeartbeatTime = metav1.Time{}
+func stripNode(n *corev1.Node) *corev1.Node {
+	info := n.Status.NodeInfo
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
+			Labels: n.Labels, Annotations: keepLeafsyncKeys(n.Annotations),
+		},
+		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
+		Status: corev1.NodeStatus{
+			Allocatable: requestShapes.intern(n.Status.Allocatable),
+			Conditions:  conditionShapes.intern(n.Status.Conditions),
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: info.KubeletVersion,
+				OperatingSystem: info.OperatingSystem, Architecture: info.Architecture},
+			DeclaredFeatures: n.Status.DeclaredFeatures,
+		},
 	}
 }
 
-// stripPod keeps of a pod leafsync did not place what leaf accounting
-// reads: where it runs, whether it has finished, and its effective
-// requests (leafnode.SummarizeRequests), shared with every pod that
-// requests the same. Labels and annotations keep only leafsync's own.
-func stripPod(p *corev1.Pod) {
-	leafnode.SummarizeRequests(p)
-	p.ObjectMeta = metav1.ObjectMeta{
-		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-		Labels: keepLeafsyncKeys(p.Labels), Annotations: keepLeafsyncKeys(p.Annotations),
-	}
-	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, Overhead: requestShapes.intern(p.Spec.Overhead)}
-	p.Status = corev1.PodStatus{Phase: p.Status.Phase}
-}
+// Cached objects are never modified, so objects that hold the same list
+// can share one. Most pods of a workload request the same, and most nodes
+// of a member offer the same and report the same conditions.
+var (
+	requestShapes   = resourceShapes{&shapes[corev1.ResourceList]{}}
+	conditionShapes = conditionShapeSet{&shapes[[]corev1.NodeCondition]{}}
+)
 
-// requestShapes shares one read-only ResourceList among the cached pods
-// that request the same, as most pods of a workload do: the list is
-// most of what a summarised pod weighs (~900 of ~2,600 bytes). Cached
-// objects are never modified, so sharing is safe. Bounded: past maxShapes
-// distinct shapes, new ones are kept unshared.
-var requestShapes = &shapes{m: map[string]corev1.ResourceList{}}
-
+// maxShapes bounds each set: past it, new shapes are kept unshared.
 const maxShapes = 4096
 
-type shapes struct {
+type shapes[T any] struct {
 	mu sync.Mutex
-	m  map[string]corev1.ResourceList
+	m  map[string]T
 }
 
-func (s *shapes) intern(rl corev1.ResourceList) corev1.ResourceList {
+func (s *shapes[T]) intern(key string, v T) T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.m[key]; ok {
+		return shared
+	}
+	if s.m == nil {
+		s.m = map[string]T{}
+	}
+	if len(s.m) < maxShapes {
+		s.m[key] = v
+	}
+	return v
+}
+
+type resourceShapes struct{ *shapes[corev1.ResourceList] }
+
+func (s resourceShapes) intern(rl corev1.ResourceList) corev1.ResourceList {
 	if len(rl) == 0 {
 		return nil
 	}
@@ -138,14 +139,28 @@ func (s *shapes) intern(rl corev1.ResourceList) corev1.ResourceList {
 		b.WriteString(q.String())
 		b.WriteByte(';')
 	}
-	key := b.String()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if shared, ok := s.m[key]; ok {
-		return shared
+	return s.shapes.intern(b.String(), rl)
+}
+
+// conditionShapeSet keeps of node conditions their type and status, what
+// the leaf reads (reasons, messages and times differ from node to node and
+// change at every heartbeat).
+type conditionShapeSet struct {
+	*shapes[[]corev1.NodeCondition]
+}
+
+func (s conditionShapeSet) intern(conds []corev1.NodeCondition) []corev1.NodeCondition {
+	if len(conds) == 0 {
+		return nil
 	}
-	if len(s.m) < maxShapes {
-		s.m[key] = rl
+	var b strings.Builder
+	kept := make([]corev1.NodeCondition, len(conds))
+	for i, c := range conds {
+		kept[i] = corev1.NodeCondition{Type: c.Type, Status: c.Status}
+		b.WriteString(string(c.Type))
+		b.WriteByte('=')
+		b.WriteString(string(c.Status))
+		b.WriteByte(';')
 	}
-	return rl
+	return s.shapes.intern(b.String(), kept)
 }

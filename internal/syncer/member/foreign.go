@@ -1,0 +1,57 @@
+package member
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leafsync/leafsync/internal/leafnode"
+)
+
+// ForeignPod is what a member's cache keeps of a pod leafsync did not
+// place: its identity and what the leaf's accounting reads
+// (leafnode.PodUsage). Most of a member's pods are foreign, so it is
+// small: about a fifth of the smallest *corev1.Pod (TestCacheFootprint).
+// Cached objects are shared and read-only.
+type ForeignPod struct {
+	Namespace, Name string
+	UID             types.UID
+	ResourceVersion string
+	Created         metav1.Time
+	Deleted         *metav1.Time
+	// Labels and Annotations are the pod's leafsync.io/ ones only.
+	Labels, Annotations map[string]string
+	leafnode.PodUsage
+}
+
+// GetObjectMeta makes a ForeignPod an object the informer's store can key
+// and index (meta.Accessor); the cache keeps no ObjectMeta of its own.
+func (f *ForeignPod) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion, Labels: f.Labels}
+}
+
+// Pod is the foreign pod as PodLister shows it: what the cache keeps, in a
+// new Pod, its requests as the only resources (spec.overhead, what
+// resourcehelper.PodRequests adds as it is).
+func (f *ForeignPod) Pod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion,
+			CreationTimestamp: f.Created, DeletionTimestamp: f.Deleted,
+			Labels: f.Labels, Annotations: f.Annotations,
+		},
+		Spec:   corev1.PodSpec{NodeName: f.NodeName, Overhead: f.Requests},
+		Status: corev1.PodStatus{Phase: f.Phase},
+	}
+}
+
+func foreignPod(p *corev1.Pod) *ForeignPod {
+	u := leafnode.UsageOf(p)
+	u.Requests = requestShapes.intern(u.Requests)
+	return &ForeignPod{
+		Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		Created: p.CreationTimestamp, Deleted: p.DeletionTimestamp,
+		Labels: keepLeafsyncKeys(p.Labels), Annotations: keepLeafsyncKeys(p.Annotations),
+		PodUsage: u,
+	}
+}

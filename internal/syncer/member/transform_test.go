@@ -1,0 +1,147 @@
+package member
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// What leafsync's readers read of a member's cached objects, in one place:
+// a reader that starts to read another field adds it here, or the
+// transform may strip it unnoticed.
+
+// nodeRead is what the leaf's aggregation (internal/leafnode Compute)
+// reads of a member node.
+type nodeRead struct {
+	Name                                          string
+	Labels                                        map[string]string // node selector, topology, OS and arch labels
+	Unschedulable                                 bool
+	Allocatable                                   corev1.ResourceList
+	Conditions                                    map[corev1.NodeConditionType]corev1.ConditionStatus // Ready, pressures
+	KubeletVersion, OperatingSystem, Architecture string
+	DeclaredFeatures                              []string
+}
+
+func readNode(n *corev1.Node) nodeRead {
+	r := nodeRead{Name: n.Name, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable, Allocatable: n.Status.Allocatable,
+		Conditions:     map[corev1.NodeConditionType]corev1.ConditionStatus{},
+		KubeletVersion: n.Status.NodeInfo.KubeletVersion, OperatingSystem: n.Status.NodeInfo.OperatingSystem,
+		Architecture: n.Status.NodeInfo.Architecture, DeclaredFeatures: n.Status.DeclaredFeatures}
+	for _, c := range n.Status.Conditions {
+		r.Conditions[c.Type] = c.Status
+	}
+	return r
+}
+
+// foreignRead is what readers read of a pod leafsync did not place: the
+// leaf's aggregation (node, phase, requests), and pod sync, the kubelet
+// API, volumes and event mirroring, which look pods up by name through
+// PodLister and must tell a foreign pod from leafsync's (identity,
+// leafsync.io/ labels and annotations, deletion).
+type foreignRead struct {
+	Namespace, Name, ResourceVersion string
+	UID                              string
+	Created                          metav1.Time
+	Deleted                          *metav1.Time
+	Labels, Annotations              map[string]string // leafsync.io/ ones
+	NodeName                         string
+	Phase                            corev1.PodPhase
+	Requests                         corev1.ResourceList
+}
+
+func readForeign(p *corev1.Pod) foreignRead {
+	return foreignRead{Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.ResourceVersion, UID: string(p.UID),
+		Created: p.CreationTimestamp, Deleted: p.DeletionTimestamp,
+		Labels: keepLeafsyncKeys(p.Labels), Annotations: keepLeafsyncKeys(p.Annotations),
+		NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
+		Requests: resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})}
+}
+
+func TestTransformKeepsWhatReadersRead(t *testing.T) {
+	tr := transform(nil)
+	node := kwokNode(1)
+	node.Labels["topology.kubernetes.io/zone"] = "z1"
+	node.Spec.Unschedulable = true
+	node.Status.NodeInfo.KubeletVersion = "v1.36.3"
+	node.Status.DeclaredFeatures = []string{"InPlacePodResize"}
+	want := readNode(node.DeepCopy())
+	o, err := tr(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readNode(o.(*corev1.Node)); !equality.Semantic.DeepEqual(want, got) {
+		t.Errorf("a node's cache entry lost what the leaf reads:\n got %+v\nwant %+v", got, want)
+	}
+
+	pod := kwokPod(1, "node-1")
+	pod.Labels = map[string]string{"app": "web", "leafsync.io/other": "x"}
+	pod.Annotations = map[string]string{"note": "n", "leafsync.io/a": "y"}
+	pod.DeletionTimestamp = &metav1.Time{Time: pod.CreationTimestamp.Add(1)}
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
+	pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Mi")}
+	wantPod := readForeign(pod.DeepCopy())
+	// leafsync.io/ labels mark a pod leafsync synced; this one is foreign
+	// to a runtime that tells them by another test.
+	o, err = transform(func(*corev1.Pod) bool { return false })(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := o.(*ForeignPod)
+	if !ok {
+		t.Fatalf("a foreign pod is cached as %T", o)
+	}
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := store.Add(f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := podLister{store}.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := readForeign(got); !equality.Semantic.DeepEqual(wantPod, r) {
+		t.Errorf("a foreign pod, as PodLister shows it, lost what readers read:\n got %+v\nwant %+v", r, wantPod)
+	}
+	if !equality.Semantic.DeepEqual(wantPod.Requests, f.Requests) || f.NodeName != wantPod.NodeName || f.Phase != wantPod.Phase {
+		t.Errorf("a foreign pod's usage is not the pod's: %+v, want requests %v", f.PodUsage, wantPod.Requests)
+	}
+}
+
+// PodLister shows synced and foreign pods alike, by name, namespace and
+// label selector, and the leaf's aggregation gets the foreign ones only.
+func TestPodListerShowsForeignPods(t *testing.T) {
+	tr := transform(nil)
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range []corev1.Pod{testPod("synced", true), testPod("foreign", false)} {
+		o, err := tr(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := podLister{store}
+	all, _ := l.List(labels.Everything())
+	inNS, _ := l.Pods("default").List(labels.Everything())
+	ours, _ := l.Pods("default").List(labels.SelectorFromSet(labels.Set{"leafsync.io/host-pod": "uid"}))
+	if len(all) != 2 || len(inNS) != 2 || len(ours) != 1 || ours[0].Name != "synced" {
+		t.Errorf("listed %d pods, %d in the namespace, selected %v; want 2, 2, [synced]", len(all), len(inNS), ours)
+	}
+	if p, err := l.Pods("default").Get("foreign"); err != nil || p.Spec.NodeName != "n1" {
+		t.Errorf("Get(foreign) = %v, %v", p, err)
+	}
+	if _, err := l.Pods("other").Get("foreign"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get in another namespace: %v, want NotFound", err)
+	}
+	if u := foreignPods(store); len(u) != 1 || u[0].Requests.Cpu().String() != "100m" {
+		t.Errorf("foreign usage %v, want the foreign pod's only", u)
+	}
+}
