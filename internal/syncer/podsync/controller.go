@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -319,11 +320,12 @@ func podKey(obj any) (string, string, bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
+	// A member's foreign pods are *member.ForeignPod in its cache.
+	p, err := meta.Accessor(obj)
+	if err != nil {
 		return "", "", false
 	}
-	return p.Namespace, p.Name, true
+	return p.GetNamespace(), p.GetName(), true
 }
 
 func (ms *memberSync) onHostPod(obj any) {
