@@ -56,6 +56,10 @@ const (
 	// member: the host API server's address as this member's pods reach it.
 	// Read by internal/syncer/podsync.
 	AnnotationHostAPIServer = "leafsync.io/host-api-server"
+	// AnnotationVerifyCanary "false" leaves the canary pod out of the
+	// member's verification (verification.canary on). Read by
+	// internal/syncer/verify.
+	AnnotationVerifyCanary = "leafsync.io/verify-canary"
 )
 
 // options maps every option annotation to the check of its value, which
@@ -110,6 +114,10 @@ var options = map[string]func(value string) error{
 		}
 		return nil
 	},
+	AnnotationVerifyCanary: func(v string) error {
+		_, err := strconv.ParseBool(v)
+		return err
+	},
 	AnnotationHostAPIServer: func(v string) error {
 		_, _, err := config.ParseHostAPIServer(v)
 		return err
@@ -138,6 +146,18 @@ const (
 	// kube-system namespace), recorded at first contact and compared at
 	// every connect. Clearing it confirms a member whose identity changed.
 	AnnotationMemberIdentity = "leafsync.io/member-identity"
+	// AnnotationVerified is "true" while the member is verified to run
+	// new pods, "false" while it is not (internal/syncer/verify).
+	AnnotationVerified = "leafsync.io/verified"
+	// AnnotationVerifyFailed lists the failed checks of the last
+	// verification, "check: what is wrong and what to do" joined by "; ".
+	AnnotationVerifyFailed = "leafsync.io/verify-failed"
+	// AnnotationVerifiedFor fingerprints the credentials and member
+	// identity the verification result holds for: a result for other
+	// ones is not trusted after a restart.
+	AnnotationVerifiedFor = "leafsync.io/verified-for"
+	// AnnotationVerifyTime is when the verification result last changed (RFC 3339).
+	AnnotationVerifyTime = "leafsync.io/verify-time"
 )
 
 // threshold returns the hysteresis threshold an annotation overrides: the
@@ -156,7 +176,8 @@ func threshold(key string) (hysteresis.Threshold, bool) {
 
 func isStatusAnnotation(key string) bool {
 	switch key {
-	case AnnotationStatus, AnnotationStatusReason, AnnotationStatusMessage, AnnotationStatusTime, AnnotationMemberIdentity:
+	case AnnotationStatus, AnnotationStatusReason, AnnotationStatusMessage, AnnotationStatusTime, AnnotationMemberIdentity,
+		AnnotationVerified, AnnotationVerifyFailed, AnnotationVerifiedFor, AnnotationVerifyTime:
 		return true
 	}
 	return false
