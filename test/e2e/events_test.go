@@ -199,11 +199,17 @@ func TestMemberEventsMirrored(t *testing.T) {
 		// Wait a little for any copy that was coming.
 		time.Sleep(3 * time.Second)
 		after := map[string]int{}
+		var backOffs int32
 		for _, e := range mirrored(t, hp.UID) {
 			after[e.Reason]++
-			if e.Reason != "BackOff" && e.Count != 1 {
+			if e.Reason == "BackOff" {
+				backOffs += e.Count
+			} else if e.Count != 1 {
 				t.Errorf("host %s Event count %d, want 1", e.Reason, e.Count)
 			}
+		}
+		if backOffs != 3 {
+			t.Errorf("BackOff counted %d times on the host pod, 3 in the member", backOffs)
 		}
 		for _, reason := range []string{"Started", "Pulled"} {
 			if after[reason] != 1 || before[reason] != 1 {
