@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -60,6 +61,10 @@ const (
 	// member's verification (verification.canary on). Read by
 	// internal/syncer/verify.
 	AnnotationVerifyCanary = "leafsync.io/verify-canary"
+	// AnnotationVerifyCanaryImage overrides the canary pod's image (default
+	// leafsync's own image, which runs `leafsync verify`). Read by
+	// internal/syncer/verify (package canary).
+	AnnotationVerifyCanaryImage = "leafsync.io/verify-canary-image"
 )
 
 // options maps every option annotation to the check of its value, which
@@ -121,6 +126,12 @@ var options = map[string]func(value string) error{
 	AnnotationHostAPIServer: func(v string) error {
 		_, _, err := config.ParseHostAPIServer(v)
 		return err
+	},
+	AnnotationVerifyCanaryImage: func(v string) error {
+		if v == "" || strings.ContainsFunc(v, unicode.IsSpace) {
+			return fmt.Errorf("%s: %q is not an image reference", AnnotationVerifyCanaryImage, v)
+		}
+		return nil
 	},
 	AnnotationStaleEvictionPolicy: func(v string) error {
 		if !slices.Contains(config.StaleEvictionPolicies, v) {
