@@ -58,6 +58,9 @@ var memberRules = []rbacv1.PolicyRule{
 	// patch: the Pod Security level of a namespace leafsync created follows the registration's.
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "services"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	// The member's Events about pods, read to mirror those about
+	// leafsync's member pods onto their host pods (podsync/eventmirror).
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}},
 	{NonResourceURLs: []string{"/readyz", "/livez", "/healthz"}, Verbs: []string{"get"}},
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/hostclock"
 	"github.com/leafsync/leafsync/internal/syncer/podsync"
+	"github.com/leafsync/leafsync/internal/syncer/podsync/eventmirror"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
@@ -37,6 +38,9 @@ func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry
 	if err != nil {
 		return fmt.Errorf("host client for pod sync: %w", err)
 	}
+	if err := setupEventMirror(mgr, reg, clk); err != nil {
+		return err
+	}
 	return mgr.Add(podsync.New(podsync.Options{
 		Host:          host,
 		LeafNodes:     nodes,
@@ -54,4 +58,15 @@ func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry
 		Clock:         clk,
 		HostClock:     hostClock,
 	}))
+}
+
+// setupEventMirror adds the controller that mirrors the member pods'
+// Events onto their host pods. Its host client is its own, so that Event
+// writes never queue behind pod writes.
+func setupEventMirror(mgr manager.Manager, reg *clusters.Registry, clk clock.PassiveClock) error {
+	host, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("host client for member pod Events: %w", err)
+	}
+	return mgr.Add(eventmirror.New(eventmirror.Options{Host: host, Registry: reg, Logger: mgr.GetLogger(), Clock: clk}))
 }
