@@ -258,7 +258,8 @@ func ForgetCluster(cluster string) {
 		DeletePartialMatch(prometheus.Labels) int
 	}{ProbeResultsVec, ProbeDurationVec, LeaseRenewalLagVec, LeaseRenewalFailuresVec, LeafWritesVec,
 		LeafAllocatableVec, SyncedPodsVec, PodDeletesVec, PendingDeletesVec, PodSyncDurationVec,
-		EvictionsRefusedVec, EvictionsCompletedVec} {
+		EvictionsRefusedVec, EvictionsCompletedVec,
+		VerificationsVec, VerificationDurationVec, VerificationFailedChecksVec, MemberVerifiedVec} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 }

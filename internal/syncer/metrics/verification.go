@@ -67,12 +67,3 @@ func SetVerified(cluster string, verified bool) {
 	}
 	MemberVerifiedVec.WithLabelValues(cluster).Set(v)
 }
-
-// ForgetVerification drops a member's verification series.
-func ForgetVerification(cluster string) {
-	for _, v := range []interface {
-		DeletePartialMatch(prometheus.Labels) int
-	}{VerificationsVec, VerificationDurationVec, VerificationFailedChecksVec, MemberVerifiedVec} {
-		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-	}
-}

@@ -181,12 +181,12 @@ func (c *Controller) Decided(m clusters.Member) {
 	}
 }
 
-// Disengage forgets the member.
+// Disengage forgets the member (its series go with the leaf's, at
+// deregistration: metrics.ForgetCluster).
 func (c *Controller) Disengage(cluster string) {
 	c.mu.Lock()
 	delete(c.members, cluster)
 	c.mu.Unlock()
-	metrics.ForgetVerification(cluster)
 }
 
 // reset starts over from Pending when the credentials or the identity
@@ -240,7 +240,9 @@ func (c *Controller) Reconcile(ctx context.Context, cluster string) (runner.Resu
 		c.changed(cluster)
 	}
 	metrics.ObserveVerification(cluster, outcomeLabel(now, results), c.opts.Clock.Since(start), failedChecks(results))
-	metrics.SetVerified(cluster, now.Phase == Verified)
+	if now.Phase != Pending {
+		metrics.SetVerified(cluster, now.Phase == Verified)
+	}
 	if err := c.report(ctx, st, m, now, fp); err != nil {
 		return runner.Result{}, err
 	}
