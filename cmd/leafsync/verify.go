@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -75,14 +76,18 @@ func runVerify(ctx context.Context, env verifyEnv, out io.Writer, terminationLog
 		ctx = context.Background()
 	}
 	report := canary.NewReport(env.checkAPI(ctx), env.checkDNS(ctx))
-	line, err := json.Marshal(report)
-	if err != nil {
+	var line bytes.Buffer // one line, with "<" and ">" as they are
+	enc := json.NewEncoder(&line)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(report); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, string(line))
+	if _, err := out.Write(line.Bytes()); err != nil {
+		return err
+	}
 	// Only into a file the kubelet mounted: never create one outside a pod.
 	if f, err := os.OpenFile(terminationLog, os.O_WRONLY|os.O_TRUNC, 0); err == nil {
-		_, _ = f.Write(line)
+		_, _ = f.Write(line.Bytes())
 		_ = f.Close()
 	}
 	if !report.Passed {

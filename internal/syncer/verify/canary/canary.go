@@ -346,14 +346,13 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// deletePod removes the canary at once, also when ctx has ended.
+// deletePod deletes the canary, also when ctx has ended. Not by force: a
+// finished pod goes at once anyway, a running one within its 1s grace
+// period, and its node's kubelet cleans up before the object is gone.
 func deletePod(ctx context.Context, pods corev1client.PodInterface, pod *corev1.Pod) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_ = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr.To(int64(0)),
-		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-	})
+	_ = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 }
 
 // removeFinished deletes canaries that ended while nobody waited for them
