@@ -103,19 +103,18 @@ func kwokPod(i int, node string) *corev1.Pod {
 }
 
 // retainedPerObject is the heap each object keeps once transformed and
-// stored in an indexer like the informer's (namespace index).
+// stored in an indexer like the informer's (syncedNamespace index).
 func retainedPerObject(t *testing.T, n int, mk func(i int) any) float64 {
 	t.Helper()
-	tr := transform(nil)
-	if _, err := tr(mk(n)); err != nil { // what is shared (request shapes) is not the objects'
+	if _, err := transform(mk(n)); err != nil { // what is shared (request shapes) is not the objects'
 		t.Fatal(err)
 	}
-	store := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	store := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := 0; i < n; i++ {
-		o, err := tr(mk(i))
+		o, err := transform(mk(i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,15 +19,15 @@ type ForeignPod struct {
 	ResourceVersion string
 	Created         metav1.Time
 	Deleted         *metav1.Time
-	// Labels and Annotations are the pod's leafsync.io/ ones only.
-	Labels, Annotations map[string]string
+	// No labels: a pod with a leafsync.io/ label is leafsync's
+	// (IsLeafsyncPod), and no reader looks at a foreign pod's others.
 	leafnode.PodUsage
 }
 
 // GetObjectMeta makes a ForeignPod an object the informer's store can key
 // and index (meta.Accessor); the cache keeps no ObjectMeta of its own.
 func (f *ForeignPod) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion, Labels: f.Labels}
+	return &metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion}
 }
 
 // Pod is the foreign pod as PodLister shows it: what the cache keeps, in a
@@ -38,7 +38,6 @@ func (f *ForeignPod) Pod() *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion,
 			CreationTimestamp: f.Created, DeletionTimestamp: f.Deleted,
-			Labels: f.Labels, Annotations: f.Annotations,
 		},
 		Spec:   corev1.PodSpec{NodeName: f.NodeName, Overhead: f.Requests},
 		Status: corev1.PodStatus{Phase: f.Phase},
@@ -51,7 +50,6 @@ func foreignPod(p *corev1.Pod) *ForeignPod {
 	return &ForeignPod{
 		Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
 		Created: p.CreationTimestamp, Deleted: p.DeletionTimestamp,
-		Labels: keepLeafsyncKeys(p.Labels), Annotations: keepLeafsyncKeys(p.Annotations),
 		PodUsage: u,
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 // podLister lists a member's cached pods as Pods: the pods leafsync synced
 // as they are, foreign ones as ForeignPod.Pod shows them (made on each
-// call, for the few a selector or a name asks for).
+// call, for the few a selector or a name asks for). A foreign pod has no
+// labels, so only a selector that takes a pod without labels lists it.
 type podLister struct{ indexer cache.Indexer }
 
 func (l podLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
@@ -28,12 +29,23 @@ type podNamespaceLister struct {
 	namespace string
 }
 
+// List finds the synced pods of the namespace by its index, and scans for
+// foreign ones only when the selector could take them (not the selectors
+// of leafsync's own labels pod sync lists with).
 func (l podNamespaceLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
 	objs, err := l.indexer.ByIndex(cache.NamespaceIndex, l.namespace)
 	if err != nil {
 		return nil, err
 	}
-	return podsOf(objs, sel), nil
+	pods := podsOf(objs, sel)
+	if sel.Matches(labels.Set(nil)) {
+		for _, o := range l.indexer.List() {
+			if f, ok := o.(*ForeignPod); ok && f.Namespace == l.namespace {
+				pods = append(pods, f.Pod())
+			}
+		}
+	}
+	return pods, nil
 }
 
 func (l podNamespaceLister) Get(name string) (*corev1.Pod, error) {
@@ -47,21 +59,30 @@ func (l podNamespaceLister) Get(name string) (*corev1.Pod, error) {
 	return nil, apierrors.NewNotFound(corev1.Resource("pod"), name)
 }
 
+// syncedNamespace indexes the pods leafsync synced by namespace. Foreign
+// pods, most of a member, are not indexed: an index entry would cost each
+// a fifth of its cache entry again, for lookups only pod sync makes, of its
+// own pods.
+func syncedNamespace(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		return []string{p.Namespace}, nil
+	}
+	return nil, nil
+}
+
+// podsOf shows the objs sel takes as Pods.
 func podsOf(objs []any, sel labels.Selector) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, o := range objs {
-		var lbls map[string]string
 		switch p := o.(type) {
 		case *corev1.Pod:
-			lbls = p.Labels
+			if sel.Matches(labels.Set(p.Labels)) {
+				out = append(out, p)
+			}
 		case *ForeignPod:
-			lbls = p.Labels
-		}
-		if !sel.Matches(labels.Set(lbls)) {
-			continue
-		}
-		if p, ok := asPod(o); ok {
-			out = append(out, p)
+			if sel.Matches(labels.Set(nil)) {
+				out = append(out, p.Pod())
+			}
 		}
 	}
 	return out

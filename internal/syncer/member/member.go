@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
@@ -67,9 +68,6 @@ type Options struct {
 	OnBreakerChange func(cluster string, from, to BreakerState)
 	// Resync is the informers' resync period (0: none).
 	Resync time.Duration
-	// IsSyncedPod tells pods leafsync synced into the member, whose full
-	// status the cache keeps (IsLeafsyncPod when nil).
-	IsSyncedPod func(*corev1.Pod) bool
 	// Logger for breaker and lifecycle messages.
 	Logger logr.Logger
 	// Clock times the probes and stamps their outcomes (the real clock
@@ -187,11 +185,17 @@ func New(o Options) (*Runtime, error) {
 		return nil, fmt.Errorf("member %q: building informer client: %w", o.Cluster, err)
 	}
 	r.factory = informers.NewSharedInformerFactoryWithOptions(watchClient, o.Resync,
-		informers.WithTransform(transform(o.IsSyncedPod)))
+		informers.WithTransform(transform))
+	// Both informers are made here, so Start starts them, with the one
+	// index a reader uses: pods leafsync synced by namespace (see
+	// syncedNamespace). Nodes need none.
+	r.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewNodeInformer(c, resync, cache.Indexers{})
+	})
 	r.nodes = r.factory.Core().V1().Nodes()
-	// Instantiate both informers now so Start starts them.
-	r.nodes.Informer()
-	r.pods = r.factory.Core().V1().Pods().Informer()
+	r.pods = r.factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewPodInformer(c, metav1.NamespaceAll, resync, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
+	})
 
 	readyz, err := readyzURL(cfg)
 	if err != nil {

@@ -71,7 +71,7 @@ func testPod(name string, synced bool) corev1.Pod {
 }
 
 func TestTransform(t *testing.T) {
-	tr := transform(nil)
+	tr := transform
 	in := testNode("n1")
 	o, err := tr(&in)
 	if err != nil {
@@ -92,8 +92,8 @@ func TestTransform(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := o.(*ForeignPod)
-	if p.Annotations != nil || p.Labels != nil {
-		t.Errorf("foreign pod not stripped: %+v", p)
+	if v := p.Pod(); v.Annotations != nil || v.Labels != nil || v.Spec.Containers != nil || v.Spec.Volumes != nil || v.Status.ContainerStatuses != nil {
+		t.Errorf("foreign pod not stripped: %+v", v)
 	}
 	if p.Requests.Cpu().String() != "100m" || p.NodeName != "n1" || p.Phase != corev1.PodRunning || p.UID == "" {
 		t.Errorf("foreign pod lost its accounting data or identity: %+v", p)

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // LeafsyncPrefix is the prefix of labels and annotations leafsync keeps on
@@ -26,7 +25,7 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 	return false
 }
 
-// transform returns the informer transform of a member: it keeps of each
+// transform is the informer transform of a member: it keeps of each
 // object only what leafsync reads (listed, reader by reader, in
 // transform_test.go's TestTransformKeepsWhatReadersRead), before objects
 // enter the cache, so that memory per member stays small.
@@ -36,30 +35,26 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 //     kubelet version, OS and architecture, and declared features: what
 //     the leaf's aggregation reads. Conditions and allocatable lists are
 //     shared between nodes that report the same.
-//   - Pods leafsync synced (isSynced; IsLeafsyncPod when nil) keep
-//     everything but managed fields and the last-applied annotation: the
-//     pod syncer mirrors their status to the host.
+//   - Pods leafsync synced (IsLeafsyncPod) keep everything but managed
+//     fields and the last-applied annotation: the pod syncer mirrors their
+//     status to the host.
 //   - Every other pod, most of a member, becomes a ForeignPod: its
 //     identity and its usage (node, phase, effective requests, shared
-//     between pods that request the same), about 300 bytes where the
-//     smallest *corev1.Pod takes 1,500 (TestCacheFootprint).
-func transform(isSynced func(*corev1.Pod) bool) cache.TransformFunc {
-	if isSynced == nil {
-		isSynced = IsLeafsyncPod
-	}
-	return func(obj any) (any, error) {
-		switch o := obj.(type) {
-		case *corev1.Node:
-			return stripNode(o), nil
-		case *corev1.Pod:
-			if !isSynced(o) {
-				return foreignPod(o), nil
-			}
-			o.ManagedFields = nil
-			delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+//     between pods that request the same), not in the namespace index
+//     (syncedNamespace): about 330 bytes in all, where the smallest
+//     *corev1.Pod took 1,500 (TestCacheFootprint).
+func transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		return stripNode(o), nil
+	case *corev1.Pod:
+		if !IsLeafsyncPod(o) {
+			return foreignPod(o), nil
 		}
-		return obj, nil
+		o.ManagedFields = nil
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 	}
+	return obj, nil
 }
 
 func keepLeafsyncKeys(m map[string]string) map[string]string {

@@ -65,14 +65,13 @@ func readForeign(p *corev1.Pod) foreignRead {
 }
 
 func TestTransformKeepsWhatReadersRead(t *testing.T) {
-	tr := transform(nil)
 	node := kwokNode(1)
 	node.Labels["topology.kubernetes.io/zone"] = "z1"
 	node.Spec.Unschedulable = true
 	node.Status.NodeInfo.KubeletVersion = "v1.36.3"
 	node.Status.DeclaredFeatures = []string{"InPlacePodResize"}
 	want := readNode(node.DeepCopy())
-	o, err := tr(node)
+	o, err := transform(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,16 +80,14 @@ func TestTransformKeepsWhatReadersRead(t *testing.T) {
 	}
 
 	pod := kwokPod(1, "node-1")
-	pod.Labels = map[string]string{"app": "web", "leafsync.io/other": "x"}
-	pod.Annotations = map[string]string{"note": "n", "leafsync.io/a": "y"}
+	pod.Labels = map[string]string{"app": "web"}
+	pod.Annotations = map[string]string{"note": "n"}
 	pod.DeletionTimestamp = &metav1.Time{Time: pod.CreationTimestamp.Add(1)}
 	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
 	pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Mi")}
 	wantPod := readForeign(pod.DeepCopy())
-	// leafsync.io/ labels mark a pod leafsync synced; this one is foreign
-	// to a runtime that tells them by another test.
-	o, err = transform(func(*corev1.Pod) bool { return false })(pod)
+	o, err = transform(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +95,7 @@ func TestTransformKeepsWhatReadersRead(t *testing.T) {
 	if !ok {
 		t.Fatalf("a foreign pod is cached as %T", o)
 	}
-	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
 	if err := store.Add(f); err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +114,9 @@ func TestTransformKeepsWhatReadersRead(t *testing.T) {
 // PodLister shows synced and foreign pods alike, by name, namespace and
 // label selector, and the leaf's aggregation gets the foreign ones only.
 func TestPodListerShowsForeignPods(t *testing.T) {
-	tr := transform(nil)
-	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
 	for _, p := range []corev1.Pod{testPod("synced", true), testPod("foreign", false)} {
-		o, err := tr(&p)
+		o, err := transform(&p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,6 +136,9 @@ func TestPodListerShowsForeignPods(t *testing.T) {
 	}
 	if _, err := l.Pods("other").Get("foreign"); !apierrors.IsNotFound(err) {
 		t.Errorf("Get in another namespace: %v, want NotFound", err)
+	}
+	if indexed, _ := store.ByIndex(cache.NamespaceIndex, "default"); len(indexed) != 1 {
+		t.Errorf("%d pods in the namespace index, want the synced one only", len(indexed))
 	}
 	if u := foreignPods(store); len(u) != 1 || u[0].Requests.Cpu().String() != "100m" {
 		t.Errorf("foreign usage %v, want the foreign pod's only", u)
