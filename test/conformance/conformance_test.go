@@ -21,12 +21,14 @@ import (
 
 // leafsyncConfig: the e2e thresholds (a Lease renewed well inside the host
 // KCM's 8s grace), the kubelet API on so that logs, exec and attach reach
-// the member's kubelet.
+// the member's kubelet, and the leaf verified within seconds without the
+// canary (leafsync's image is not on the member's node).
 const leafsyncConfig = `
 hysteresis: {probeInterval: 1s, cordonAfter: 2s, notReadyAfter: 10s, readyAfter: 4s, window: 60s}
 leaves: {leaseRenewInterval: 1s, leaseDuration: 40s, leaseRenewTimeout: 8s}
 members: {probeTimeout: 1s}
 kubeletAPI: {enabled: true, port: %d, advertiseAddress: 127.0.0.1, connectTimeout: 2s}
+verification: {retryMin: 1s, retryMax: 2s, canary: false}
 `
 
 // TestConformance starts the topology, runs e2e.test with the focus

@@ -60,6 +60,10 @@ podSync:
   maxDeferral: 60s
   reapAfter: 10s
   resync: 5s
+verification:
+  retryMin: 1s
+  retryMax: 2s
+  canary: false
 `
 
 const (

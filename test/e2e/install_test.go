@@ -41,6 +41,7 @@ config:
   leaves: {leafTaint: true, leaseRenewInterval: 1s, leaseDuration: 40s, leaseRenewTimeout: 8s}
   leaderElection: {leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
   members: {probeTimeout: 1s}
+  verification: {retryMin: 1s, retryMax: 2s, canary: false}
 uninstall: {timeout: 45s}
 `
 

@@ -211,3 +211,64 @@ func podNames(ps []corev1.Pod) []string {
 	}
 	return out
 }
+
+// TestVerificationCanary: verification runs the canary through leafsync, in
+// a kwok member whose stages finish the canary pod as `leafsync verify`
+// would (TestCanary's canaryStages). With the passing image the leaf is
+// verified; the registration's leafsync.io/verify-canary-image switched to
+// an image whose DNS check fails, it is re-verified at once and cordoned
+// with a Warning naming the canary; leafsync.io/verify-canary: "false"
+// skips the canary and verifies it again. No canary pod is left behind.
+func TestVerificationCanary(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, harness.HostOptions{}, harness.MemberOptions{Name: "member-c", Nodes: 1, KwokConfig: canaryStages()})
+	m := f.members["member-c"]
+	if err := m.LiftNotReadyTaints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.StartScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(testConfig, "  canary: false\n", "  canary: true\n  canaryImage: "+canaryPassImage+"\n  canaryTimeout: 30s\n", 1)
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const leaf, secret = "leaf-member-c", "member-member-c"
+	f.startLeafsync(t, "leafsync")
+	start := time.Now()
+	f.register(t, "member-c", nil)
+	f.waitLeafReady(t, leaf, time.Minute)
+	waitTaint(t, f, leaf, "", 60*time.Second)
+	t.Logf("verified with the canary %.1fs after registration", time.Since(start).Seconds())
+	waitEvent(t, f, secret, reasonMemberVerified, start, 10*time.Second)
+	leafRec := recordNode(t, f.host, leaf)
+
+	failing := time.Now()
+	f.annotateRegistration(t, "member-c", map[string]string{"leafsync.io/verify-canary-image": canaryFailImage})
+	waitTaint(t, f, leaf, "canary", 60*time.Second)
+	ev := waitEvent(t, f, secret, reasonVerificationLost, failing, 10*time.Second)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "canary: ") || !strings.Contains(ev.Note, "DNS") {
+		t.Errorf("event %s %q: want a Warning naming the canary's failed DNS check", ev.Type, ev.Note)
+	}
+	if s := getSecret(t, f, secret); !strings.HasPrefix(s.Annotations[annVerifyFailed], "canary: ") {
+		t.Errorf("%s=%q, want the canary's failure", annVerifyFailed, s.Annotations[annVerifyFailed])
+	}
+
+	f.annotateRegistration(t, "member-c", map[string]string{"leafsync.io/verify-canary": "false"})
+	waitTaint(t, f, leaf, "", 30*time.Second)
+	for _, o := range leafRec.observations(t) {
+		if o.ready != corev1.ConditionTrue {
+			t.Fatalf("leaf Ready=%q at %s: verification must never change readiness", o.ready, o.at.Format(time.RFC3339Nano))
+		}
+	}
+	harness.Eventually(t, 30*time.Second, "no canary pod left in the member", func() error {
+		pods, err := m.Client().CoreV1().Pods("leafsync-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("pods left: %v", podNames(pods.Items))
+		}
+		return nil
+	})
+}

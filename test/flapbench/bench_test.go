@@ -55,6 +55,10 @@ podSync:
   maxDeferral: 60s
   reapAfter: 20s
   resync: 10s
+verification:
+  retryMin: 1s
+  retryMax: 2s
+  canary: false
 `
 
 const timingsText = "KCM node-monitor-period 2s, grace 17s (production 5s/50s); tolerationSeconds 100s (300s); " +

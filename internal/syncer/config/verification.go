@@ -15,8 +15,8 @@ type Verification struct {
 	// its member passed verification. Disabled, no leaf is ever tainted.
 	Enabled bool `json:"enabled"`
 	// Interval re-verifies every verified member this often; 0 (the
-	// default) only at registration and on every change of credentials
-	// or member identity.
+	// default): only at registration and on every change of the
+	// registration, its credentials or the member's identity.
 	Interval hysteresis.Duration `json:"interval"`
 	// RetryMin and RetryMax bound the backoff between tries of a member
 	// that has not passed: exponential from RetryMin up to RetryMax.

@@ -75,6 +75,8 @@ type state struct {
 	verdict     Verdict
 	// reported is the verdict last written to the Secret and announced.
 	reported Verdict
+	// engaged: Engage has seen the member since this state was made.
+	engaged bool
 }
 
 // New returns a Controller; Start runs it.
@@ -140,7 +142,8 @@ func (c *Controller) lookup(cluster string) *state {
 	return c.members[cluster]
 }
 
-// Engage starts verifying the member, again if its credentials changed.
+// Engage starts verifying the member, and again on every change of its
+// registration; a change of credentials or identity taints its leaf first.
 func (c *Controller) Engage(_ context.Context, m clusters.Member) []engage.Handler {
 	st := c.state(m)
 	var s corev1.Secret
@@ -151,13 +154,17 @@ func (c *Controller) Engage(_ context.Context, m clusters.Member) []engage.Handl
 	st.mu.Lock()
 	st.member = m
 	changed := st.reset(fingerprint(m.Spec.ConnectionHash, identity))
-	phase := st.verdict.Phase
+	// A pass recorded before a restart is not checked again at once (no
+	// canary pod in every member at every restart); any later change of
+	// the registration (its options may change the verdict) is.
+	trusted := !st.engaged && st.verdict.Phase == Verified
+	st.engaged = true
 	st.mu.Unlock()
 	if changed {
 		c.changed(m.Cluster())
 	}
 	switch {
-	case phase != Verified:
+	case !trusted:
 		c.runner.Add(m.Cluster())
 	case c.opts.Interval > 0:
 		c.runner.AddAfter(m.Cluster(), c.opts.Interval)

@@ -27,9 +27,10 @@
 // changes a leaf's readiness. Every verdict but Verified taints the leaf
 // (NoSchedule): pods already on it keep running.
 //
-// A member is verified when it registers and whenever its credentials or
-// identity change (the registration's connection hash, the UID of its
-// kube-system namespace), retried with exponential backoff until it
+// A member is verified when it registers, on every change of its
+// registration, and whenever its credentials or identity change (the
+// registration's connection hash, the UID of its kube-system namespace:
+// back to Pending first), retried with exponential backoff until it
 // passes; a verified member is verified again every verification.interval
 // when set. The verdict is written on the registration Secret
 // (leafsync.io/verified, leafsync.io/verify-failed) with an Event per
