@@ -3,31 +3,28 @@ package member
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
 )
 
 // ForeignPod is what a member's cache keeps of a pod leafsync did not
-// place: its identity and what the leaf's accounting reads
-// (leafnode.PodUsage). Most of a member's pods are foreign, so it is
-// small: about a fifth of the smallest *corev1.Pod (TestCacheFootprint).
-// Cached objects are shared and read-only.
+// place: its name, what the leaf's accounting reads (leafnode.PodUsage),
+// and no more. Readers act on leafsync's own pods only (podmeta.Ours, by
+// their leafsync.io/ labels, which a foreign pod never has: IsLeafsyncPod);
+// of another pod they see that it is there, and whether it is going. Most
+// of a member's pods are foreign, so it is small: about a fifth of the
+// smallest *corev1.Pod (TestCacheFootprint). Cached objects are shared and
+// read-only.
 type ForeignPod struct {
-	Namespace, Name string
-	UID             types.UID
-	ResourceVersion string
-	Created         metav1.Time
-	Deleted         *metav1.Time
-	// No labels: a pod with a leafsync.io/ label is leafsync's
-	// (IsLeafsyncPod), and no reader looks at a foreign pod's others.
+	Namespace, Name, ResourceVersion string
+	Deleted                          *metav1.Time
 	leafnode.PodUsage
 }
 
 // GetObjectMeta makes a ForeignPod an object the informer's store can key
 // and index (meta.Accessor); the cache keeps no ObjectMeta of its own.
 func (f *ForeignPod) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion}
+	return &metav1.ObjectMeta{Namespace: f.Namespace, Name: f.Name, ResourceVersion: f.ResourceVersion}
 }
 
 // Pod is the foreign pod as PodLister shows it: what the cache keeps, in a
@@ -36,8 +33,8 @@ func (f *ForeignPod) GetObjectMeta() metav1.Object {
 func (f *ForeignPod) Pod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion,
-			CreationTimestamp: f.Created, DeletionTimestamp: f.Deleted,
+			Namespace: f.Namespace, Name: f.Name, ResourceVersion: f.ResourceVersion,
+			DeletionTimestamp: f.Deleted,
 		},
 		Spec:   corev1.PodSpec{NodeName: f.NodeName, Overhead: f.Requests},
 		Status: corev1.PodStatus{Phase: f.Phase},
@@ -48,8 +45,7 @@ func foreignPod(p *corev1.Pod) *ForeignPod {
 	u := leafnode.UsageOf(p)
 	u.Requests = requestShapes.intern(u.Requests)
 	return &ForeignPod{
-		Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		Created: p.CreationTimestamp, Deleted: p.DeletionTimestamp,
-		PodUsage: u,
+		Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.ResourceVersion,
+		Deleted: p.DeletionTimestamp, PodUsage: u,
 	}
 }

@@ -95,7 +95,7 @@ func TestTransform(t *testing.T) {
 	if v := p.Pod(); v.Annotations != nil || v.Labels != nil || v.Spec.Containers != nil || v.Spec.Volumes != nil || v.Status.ContainerStatuses != nil {
 		t.Errorf("foreign pod not stripped: %+v", v)
 	}
-	if p.Requests.Cpu().String() != "100m" || p.NodeName != "n1" || p.Phase != corev1.PodRunning || p.UID == "" {
+	if p.Requests.Cpu().String() != "100m" || p.NodeName != "n1" || p.Phase != corev1.PodRunning || p.Name != "p" || p.Namespace != "default" {
 		t.Errorf("foreign pod lost its accounting data or identity: %+v", p)
 	}
 	// Pods that request the same share one read-only list.

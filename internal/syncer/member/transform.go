@@ -39,9 +39,9 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 //     fields and the last-applied annotation: the pod syncer mirrors their
 //     status to the host.
 //   - Every other pod, most of a member, becomes a ForeignPod: its
-//     identity and its usage (node, phase, effective requests, shared
+//     name and its usage (node, phase, effective requests, shared
 //     between pods that request the same), not in the namespace index
-//     (syncedNamespace): about 330 bytes in all, where the smallest
+//     (syncedNamespace): about 230 bytes in all, where the smallest
 //     *corev1.Pod took 1,500 (TestCacheFootprint).
 func transform(obj any) (any, error) {
 	switch o := obj.(type) {

@@ -42,24 +42,23 @@ func readNode(n *corev1.Node) nodeRead {
 
 // foreignRead is what readers read of a pod leafsync did not place: the
 // leaf's aggregation (node, phase, requests), and pod sync, the kubelet
-// API, volumes and event mirroring, which look pods up by name through
-// PodLister and must tell a foreign pod from leafsync's (identity,
-// leafsync.io/ labels and annotations, deletion).
+// API and event mirroring, which look pods up by name through PodLister,
+// tell a foreign pod from leafsync's by its leafsync.io/ labels
+// (podmeta.Ours) and read no more of it than that it is there, and
+// whether it is going (its UID, other labels, annotations and spec are
+// read of leafsync's pods only).
 type foreignRead struct {
 	Namespace, Name, ResourceVersion string
-	UID                              string
-	Created                          metav1.Time
 	Deleted                          *metav1.Time
-	Labels, Annotations              map[string]string // leafsync.io/ ones
+	Labels                           map[string]string // leafsync.io/ ones: none
 	NodeName                         string
 	Phase                            corev1.PodPhase
 	Requests                         corev1.ResourceList
 }
 
 func readForeign(p *corev1.Pod) foreignRead {
-	return foreignRead{Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.ResourceVersion, UID: string(p.UID),
-		Created: p.CreationTimestamp, Deleted: p.DeletionTimestamp,
-		Labels: keepLeafsyncKeys(p.Labels), Annotations: keepLeafsyncKeys(p.Annotations),
+	return foreignRead{Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.ResourceVersion,
+		Deleted: p.DeletionTimestamp, Labels: keepLeafsyncKeys(p.Labels),
 		NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
 		Requests: resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})}
 }
