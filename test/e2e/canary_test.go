@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/leafsync/leafsync/internal/syncer/registration"
 	"github.com/leafsync/leafsync/internal/syncer/verify/canary"
 	"github.com/leafsync/leafsync/test/harness"
 )
@@ -204,53 +202,4 @@ func noCanaryLeft(t *testing.T, c kubernetes.Interface) {
 		}
 		return nil
 	})
-}
-
-// TestCanaryVerifiesLeaf is the canary as leafsync runs it in a member's
-// verification (verification.canary on, the image from the registration's
-// leafsync.io/verify-canary-image): the member whose canary passes gets an
-// untainted, verified leaf; the member whose canary reports a failed DNS
-// check keeps leafsync.io/unverified with the check named on its Secret.
-// No canary pod is left in the verified member.
-func TestCanaryVerifiesLeaf(t *testing.T) {
-	ctx := context.Background()
-	f := newFleet(t, harness.HostOptions{},
-		harness.MemberOptions{Name: "member-a", Nodes: 1, KwokConfig: canaryStages()},
-		harness.MemberOptions{Name: "member-b", Nodes: 1, KwokConfig: canaryStages()})
-	for _, m := range f.members {
-		if err := m.LiftNotReadyTaints(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.StartScheduler(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	config := strings.Replace(testConfig, "canary: false", "canary: true\n  canaryTimeout: 30s", 1)
-	if err := os.WriteFile(f.config, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.startLeafsync(t, "leafsync")
-	f.register(t, "member-a", map[string]string{registration.AnnotationVerifyCanaryImage: canaryPassImage})
-	f.register(t, "member-b", map[string]string{registration.AnnotationVerifyCanaryImage: canaryFailImage})
-
-	start := time.Now()
-	waitTaint(t, f, "leaf-member-a", "", 2*time.Minute)
-	t.Logf("leaf-member-a verified with the canary %s after registration", time.Since(start).Round(100*time.Millisecond))
-	harness.Eventually(t, 2*time.Minute, "member-b unverified for its canary's DNS check", func() error {
-		s, err := f.host.Client().CoreV1().Secrets(leafsyncNamespace).Get(ctx, "member-member-b", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if s.Annotations[annVerified] != "false" || !strings.Contains(s.Annotations[annVerifyFailed], "check dns failed") {
-			return fmt.Errorf("verified %q, failed %q", s.Annotations[annVerified], s.Annotations[annVerifyFailed])
-		}
-		return nil
-	})
-	if v := taintValue(f.node(t, "leaf-member-b")); v == "" {
-		t.Errorf("leaf-member-b is untainted although its canary failed")
-	}
-	// member-a is verified and not re-verified (no interval): its canary
-	// is gone. member-b's is retried every second or two, so a pod of the
-	// next try may be there at any moment.
-	noCanaryLeft(t, f.members["member-a"].Client())
 }
