@@ -58,6 +58,10 @@ var memberRules = []rbacv1.PolicyRule{
 	// patch: the Pod Security level of a namespace leafsync created follows the registration's.
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "services"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	// The member claims of host claims provisioned into the member
+	// (internal/syncer/volumes): made before their first pod, deleted
+	// after the host claim; never listed.
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "delete"}},
 	// The member's Events about pods, read to mirror those about
 	// leafsync's member pods onto their host pods (podsync/eventmirror).
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}},

@@ -16,6 +16,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/podsync/eventmirror"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/podmeta"
 	"github.com/leafsync/leafsync/internal/syncer/store"
+	"github.com/leafsync/leafsync/internal/syncer/volumes"
 )
 
 // setupPodSync adds the controller that runs the pods bound to leaves in
@@ -41,6 +42,10 @@ func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry
 	if err := setupEventMirror(mgr, reg, clk); err != nil {
 		return err
 	}
+	claims := volumes.New(volumes.Options{Host: host, Registry: reg, Recorder: mgr.GetEventRecorder("leafsync"), Logger: mgr.GetLogger(), Clock: clk, Resync: p.Resync.Duration})
+	if err := mgr.Add(claims); err != nil {
+		return err
+	}
 	return mgr.Add(podsync.New(podsync.Options{
 		Host:          host,
 		LeafNodes:     nodes,
@@ -57,6 +62,7 @@ func setupPodSync(mgr manager.Manager, cfg config.Config, reg *clusters.Registry
 		Logger:        mgr.GetLogger(),
 		Clock:         clk,
 		HostClock:     hostClock,
+		Claims:        claims,
 	}))
 }
 

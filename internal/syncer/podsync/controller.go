@@ -85,6 +85,17 @@ type Options struct {
 	// HostClock is the host API server's time on Clock, measured from the
 	// host's answers (Clock itself, unmeasured, when nil).
 	HostClock *hostclock.Clock
+	// Claims provisions host claims into members (internal/syncer/volumes):
+	// a pod may use only claims it provisioned for the pod's member, whose
+	// member claims it makes before the pod (nil: a pod with a claim is
+	// not run).
+	Claims Claims
+}
+
+// Claims is what pod sync needs of the host claims provisioned into members.
+type Claims interface {
+	Provisioned(cluster, namespace, name string) bool
+	Ensure(ctx context.Context, cluster string, member kubernetes.Interface, hp *corev1.Pod) error
 }
 
 // key names one pod in one member.
@@ -439,6 +450,9 @@ func (c *Controller) admissionFor(m clusters.Member) podmeta.Admission {
 	a, _ := podmeta.ParseAdmission(m.Spec.Annotations)
 	if a.PodSecurity == "" {
 		a.PodSecurity = psapi.Level(c.opts.PodSecurity)
+	}
+	if claims, cluster := c.opts.Claims, m.Cluster(); claims != nil {
+		a.ClaimProvisioned = func(ns, name string) bool { return claims.Provisioned(cluster, ns, name) }
 	}
 	return a
 }

@@ -417,6 +417,9 @@ func (x *execution) createMember(ctx context.Context) error {
 			err = x.ms.reflector(rt).Ensure(ctx, mp.Namespace, refs)
 		}
 	}
+	if err == nil && x.c.opts.Claims != nil { // its claims' member claims
+		err = x.c.opts.Claims.Ensure(ctx, x.key.Cluster, rt.Client(), x.hp)
+	}
 	if err == nil {
 		err = x.ms.tokens(x.m).Ensure(ctx, x.hp) // its host ServiceAccount token, before the pod mounts it
 	}

@@ -53,6 +53,11 @@ const (
 	// AnnotationStaleEvictionPolicy overrides podSync.staleEvictionPolicy
 	// for the member. Read by internal/syncer/podsync.
 	AnnotationStaleEvictionPolicy = "leafsync.io/stale-eviction-policy"
+	// AnnotationStorageClasses maps host StorageClasses to the member's:
+	// "<host class>=<member class>" entries, comma-separated. A host claim
+	// of an unmapped class is not provisioned into the member. Read by
+	// internal/syncer/volumes (StorageClasses).
+	AnnotationStorageClasses = "leafsync.io/storage-classes"
 	// AnnotationHostAPIServer overrides podSync.hostAPIServer for the
 	// member: the host API server's address as this member's pods reach it.
 	// Read by internal/syncer/podsync.
@@ -133,12 +138,44 @@ var options = map[string]func(value string) error{
 		}
 		return nil
 	},
+	AnnotationStorageClasses: func(v string) error {
+		_, err := ParseStorageClasses(v)
+		return err
+	},
 	AnnotationStaleEvictionPolicy: func(v string) error {
 		if !slices.Contains(config.StaleEvictionPolicies, v) {
 			return fmt.Errorf("unknown stale-eviction policy %q (want one of %s)", v, strings.Join(config.StaleEvictionPolicies, ", "))
 		}
 		return nil
 	},
+}
+
+// ParseStorageClasses reads AnnotationStorageClasses: host class -> member
+// class. Each side is a StorageClass name; a host class is mapped once.
+func ParseStorageClasses(v string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		host, mem, ok := strings.Cut(e, "=")
+		host, mem = strings.TrimSpace(host), strings.TrimSpace(mem)
+		switch {
+		case !ok || len(validation.IsDNS1123Subdomain(host)) > 0 || len(validation.IsDNS1123Subdomain(mem)) > 0:
+			return nil, fmt.Errorf("%q is not <host class>=<member class>", e)
+		case m[host] != "":
+			return nil, fmt.Errorf("host class %s is mapped twice", host)
+		}
+		m[host] = mem
+	}
+	return m, nil
+}
+
+// StorageClasses is the registration's storage class map (empty when
+// unset; the value was checked when the Secret was accepted).
+func StorageClasses(annotations map[string]string) map[string]string {
+	m, _ := ParseStorageClasses(annotations[AnnotationStorageClasses])
+	return m
 }
 
 // Annotations written by leafsync on a registration Secret to report its

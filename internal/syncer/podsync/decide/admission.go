@@ -49,10 +49,10 @@ func notAdmitted(a podmeta.Admission, hp *corev1.Pod, cluster string) (reason, m
 	}
 	spec := translate.MemberSpec(hp)
 	for _, v := range spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
+		if v.PersistentVolumeClaim != nil && !a.Provisioned(hp.Namespace, v.PersistentVolumeClaim.ClaimName) {
 			return "NotSyncedVolumeClaim", fmt.Sprintf(
-				"volume %s uses PersistentVolumeClaim %s: not supported yet: the member's PVC of that name would be used, so the pod is not run in member %s",
-				v.Name, v.PersistentVolumeClaim.ClaimName, cluster)
+				"volume %s uses PersistentVolumeClaim %s, which leafsync did not provision into member %s (a claim of another volume is not supported yet): the member's PVC of that name would be used, so the pod is not run there; use a StorageClass of provisioner %s mapped by the Secret's annotation %s",
+				v.Name, v.PersistentVolumeClaim.ClaimName, cluster, "leafsync.io/member", "leafsync.io/storage-classes")
 		}
 	}
 	if len(spec.ResourceClaims) > 0 {

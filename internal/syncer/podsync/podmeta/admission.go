@@ -41,6 +41,10 @@ type Admission struct {
 	// Namespaces are member namespaces leafsync did not create that host
 	// pods may run in. Those it created for this member are always fine.
 	Namespaces []string
+	// ClaimProvisioned reports whether host claim namespace/name is one
+	// leafsync provisioned into this member (internal/syncer/volumes): a
+	// pod may use only such claims, never the member's own (nil: none is).
+	ClaimProvisioned func(namespace, name string) bool
 }
 
 // ParseAdmission reads a registration's annotations; an error names the
@@ -111,6 +115,12 @@ func (a Admission) Lists(ns string) bool {
 		}
 	}
 	return false
+}
+
+// Provisioned reports whether host claim name of namespace ns was
+// provisioned into the member, so the member's claim of that name is its.
+func (a Admission) Provisioned(ns, name string) bool {
+	return a.ClaimProvisioned != nil && a.ClaimProvisioned(ns, name)
 }
 
 // Level is the Pod Security Level member pods are held to.
