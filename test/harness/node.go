@@ -405,7 +405,9 @@ func (n *Node) stop() {
 }
 
 // drain deletes the pods bound to the node and waits for the kubelet to
-// stop every sandbox, so that the CNI plugin releases their networks.
+// stop every sandbox, so that the CNI plugin releases their networks, and
+// to unmount their volumes (a projected or Secret volume is a tmpfs the
+// kubelet's volume manager unmounts a moment after the sandbox stops).
 func (n *Node) drain(timeout time.Duration) {
 	if n.kubelet == nil || n.host == nil {
 		return
@@ -429,12 +431,12 @@ func (n *Node) drain(timeout time.Duration) {
 	}
 	for ctx.Err() == nil {
 		out, err := n.ctr("tasks", "list", "--quiet")
-		if err == nil && strings.TrimSpace(out) == "" {
+		if err == nil && strings.TrimSpace(out) == "" && len(mountsUnder(n.path("kubelet", "pods"))) == 0 {
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	n.t.Logf("harness: node %s: sandboxes still running %s after its pods were deleted", n.Name, timeout)
+	n.t.Logf("harness: node %s: sandboxes or pod volumes still there %s after its pods were deleted", n.Name, timeout)
 }
 
 // killTasks kills containers the kubelet did not stop.

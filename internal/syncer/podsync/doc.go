@@ -4,7 +4,10 @@
 // For every host pod bound to a leaf, the member gets a pod of the same
 // namespace and name (the namespace, and copies of the host ConfigMaps and
 // Secrets the pod uses, are created as needed), labelled with the member's
-// cluster name and the host pod's UID. Only what the member's owner agreed
+// cluster name and the host pod's UID. A pod that mounts a ServiceAccount
+// token runs as its host ServiceAccount: with a host API address
+// configured, a member Secret holds tokens the host issued for it, the
+// host's CA and that address (podsync/hosttoken, hosttokens.go). Only what the member's owner agreed
 // to runs: namespaces leafsync created or the registration lists (never
 // kube-*), names that resolve to host objects only (a member object of that
 // name leafsync did not create, or a PVC, refuses the pod), and what the

@@ -159,8 +159,8 @@ func MemberSpec(hp *corev1.Pod) corev1.PodSpec {
 // KUBERNETES_SERVICE_HOST and _PORT from the Secret (the host API server's
 // address the member reaches) unless it sets them itself. The Secret's
 // sources are optional: with no host API address configured leafsync
-// writes no Secret, and the pod runs without a token, with the member's
-// kube-root-ca.crt and service variables absent or the member's.
+// writes no Secret, and the pod runs with no token and no ca.crt in those
+// volumes, and the member kubelet's own service variables.
 //
 // A pod that runs as a member ServiceAccount gets no host token: its
 // admission-made kube-api-access-* volume is removed with its mounts (the
@@ -169,14 +169,18 @@ func MemberSpec(hp *corev1.Pod) corev1.PodSpec {
 func hostTokens(hp *corev1.Pod, s *corev1.PodSpec) {
 	tokens := hosttoken.Wanted(hp)
 	secret := hosttoken.SecretName(hp.Name)
-	keys := map[[2]int]string{} // (volume, source) -> Secret key
+	type source struct {
+		volume string
+		index  int
+	}
+	keys := map[source]string{} // token source -> its key in the Secret
 	for _, t := range tokens {
-		keys[[2]int{volumeIndex(s.Volumes, t.Volume), t.Source}] = t.Key
+		keys[source{t.Volume, t.Source}] = t.Key
 	}
 	memberSA := hp.Annotations[podmeta.AnnotationMemberServiceAccount] != ""
 	removed := removedTokenVolumes(hp)
 	var vols []corev1.Volume
-	for vi, v := range s.Volumes {
+	for _, v := range s.Volumes {
 		if removed[v.Name] {
 			continue
 		}
@@ -190,7 +194,7 @@ func hostTokens(hp *corev1.Pod, s *corev1.PodSpec) {
 			case src.ServiceAccountToken != nil && memberSA:
 				continue
 			case src.ServiceAccountToken != nil:
-				src = secretSource(secret, corev1.KeyToPath{Key: keys[[2]int{vi, si}], Path: src.ServiceAccountToken.Path})
+				src = secretSource(secret, corev1.KeyToPath{Key: keys[source{v.Name, si}], Path: src.ServiceAccountToken.Path})
 			case src.ConfigMap != nil && src.ConfigMap.Name == kubeRootCA && !memberSA:
 				src = secretSource(secret, caItems(src.ConfigMap.Items)...)
 			}
@@ -238,15 +242,6 @@ func removedTokenVolumes(hp *corev1.Pod) map[string]bool {
 // kubeAPIAccessPrefix begins the name of the token volume the host's
 // ServiceAccount admission adds (kube-api-access-<random>).
 const kubeAPIAccessPrefix = "kube-api-access-"
-
-func volumeIndex(vs []corev1.Volume, name string) int {
-	for i, v := range vs {
-		if v.Name == name {
-			return i
-		}
-	}
-	return -1
-}
 
 // secretSource projects keys of the pod's token Secret, optional: with no
 // host API address the Secret is never written.
