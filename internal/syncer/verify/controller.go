@@ -213,6 +213,9 @@ func (c *Controller) changed(cluster string) {
 	}
 }
 
+// cacheSyncPoll is how often a run waits for a new member's caches.
+const cacheSyncPoll = 200 * time.Millisecond
+
 // errNotVerified asks the runner to try again with backoff.
 var errNotVerified = errors.New("not verified")
 
@@ -227,6 +230,11 @@ func (c *Controller) Reconcile(ctx context.Context, cluster string) (runner.Resu
 	st.mu.Unlock()
 	if m.Runtime == nil || !m.Readiness.Status.State.LeafReady() {
 		return runner.Result{}, nil // Decided kicks it when the member is Ready
+	}
+	if !m.Runtime.HasSynced() {
+		// A new member's caches sync within a second or so: looked at
+		// again soon, not after a failure's backoff.
+		return runner.Result{RequeueAfter: cacheSyncPoll}, nil
 	}
 	start := c.opts.Clock.Now()
 	if id, err := member.Identity(ctx, m.Runtime.Client()); err == nil {
