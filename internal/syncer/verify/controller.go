@@ -77,6 +77,9 @@ type state struct {
 	reported Verdict
 	// engaged: Engage has seen the member since this state was made.
 	engaged bool
+	// unsyncedSince is when a run first found the member's caches not
+	// synced (zero once they are).
+	unsyncedSince time.Time
 }
 
 // New returns a Controller; Start runs it.
@@ -152,7 +155,7 @@ func (c *Controller) Engage(_ context.Context, m clusters.Member) []engage.Handl
 		identity = s.Annotations[registration.AnnotationMemberIdentity]
 	}
 	st.mu.Lock()
-	st.member = m
+	st.member, st.unsyncedSince = m, time.Time{} // maybe a new runtime
 	changed := st.reset(fingerprint(m.Spec.ConnectionHash, identity))
 	// A pass recorded before a restart is not checked again at once (no
 	// canary pod in every member at every restart); any later change of
@@ -213,8 +216,12 @@ func (c *Controller) changed(cluster string) {
 	}
 }
 
-// cacheSyncPoll is how often a run waits for a new member's caches.
-const cacheSyncPoll = 200 * time.Millisecond
+// A run waits for a new member's caches, looking every cacheSyncPoll for
+// at most cacheSyncWait, then backs off like a failure.
+const (
+	cacheSyncPoll = 200 * time.Millisecond
+	cacheSyncWait = 10 * time.Second
+)
 
 // errNotVerified asks the runner to try again with backoff.
 var errNotVerified = errors.New("not verified")
@@ -233,9 +240,22 @@ func (c *Controller) Reconcile(ctx context.Context, cluster string) (runner.Resu
 	}
 	if !m.Runtime.HasSynced() {
 		// A new member's caches sync within a second or so: looked at
-		// again soon, not after a failure's backoff.
-		return runner.Result{RequeueAfter: cacheSyncPoll}, nil
+		// again soon, not after a failure's backoff, for a while; a
+		// runtime that does not sync (its member refused) backs off.
+		st.mu.Lock()
+		if st.unsyncedSince.IsZero() {
+			st.unsyncedSince = c.opts.Clock.Now()
+		}
+		waited := c.opts.Clock.Since(st.unsyncedSince)
+		st.mu.Unlock()
+		if waited < cacheSyncWait {
+			return runner.Result{RequeueAfter: cacheSyncPoll}, nil
+		}
+		return runner.Result{}, fmt.Errorf("member %s: %w (its caches have not synced for %s)", cluster, errNotVerified, waited.Round(time.Second))
 	}
+	st.mu.Lock()
+	st.unsyncedSince = time.Time{}
+	st.mu.Unlock()
 	start := c.opts.Clock.Now()
 	if id, err := member.Identity(ctx, m.Runtime.Client()); err == nil {
 		st.mu.Lock()
