@@ -120,7 +120,7 @@ func (c *Controller) onClaim(obj any) {
 	}
 	if cl, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.queue.Add(key{Namespace: cl.Namespace, Name: cl.Name})
-		if pv, err := c.pvs.Get(StandInName(cl.UID)); err == nil {
+		if pv, err := c.pvs.Get(standInName(cl.UID)); err == nil {
 			c.queue.Add(key{PV: pv.Name})
 		}
 	}
@@ -171,20 +171,20 @@ func (c *Controller) provision(ctx context.Context, ns, name string) (runner.Res
 	if !ok {
 		return runner.Result{}, nil // not placed, or not on a leaf of a member leafsync serves
 	}
-	if _, err := c.pvs.Get(StandInName(cl.UID)); err == nil {
+	if _, err := c.pvs.Get(standInName(cl.UID)); err == nil {
 		return runner.Result{}, nil // provisioned: the host PV controller binds
 	}
 	mem, err := c.memberClaim(ctx, m, ns, name)
 	if err != nil {
 		return runner.Result{}, err
 	}
-	p := Provision(cl, m.Cluster(), registration.StorageClasses(m.Spec.Annotations), mem)
-	switch p.Action {
-	case Refuse:
+	p := decideProvision(cl, m.Cluster(), registration.StorageClasses(m.Spec.Annotations), mem)
+	switch p.action {
+	case refuse:
 		c.eventClaimAndPods(ctx, cl, p)
 		return runner.Result{RequeueAfter: time.Minute}, nil // the registration or the member may change
-	case CreateStandIn:
-		a := StandIn(cl, m.Cluster(), c.host(), m.Spec.LeafName, p.MemberClass)
+	case createStandIn:
+		a := standIn(cl, m.Cluster(), c.host(), m.Spec.LeafName, p.MemberClass)
 		if _, err := c.opts.Host.CoreV1().PersistentVolumes().Apply(ctx, a, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 			return runner.Result{}, err
 		}
@@ -215,7 +215,7 @@ func (c *Controller) follow(ctx context.Context, name string) (runner.Result, er
 	m, ok := c.opts.Registry.Member(cluster)
 	if !ok || m.Runtime == nil || m.Readiness.Status.State == hysteresis.NotReady {
 		// The data stays in the member: pods of the claim wait for it.
-		if !Released(pv, cl) {
+		if !released(pv, cl) {
 			c.heldPods(ctx, cl, pv, cluster)
 		}
 		return runner.Result{RequeueAfter: c.opts.Resync}, nil
@@ -224,22 +224,22 @@ func (c *Controller) follow(ctx context.Context, name string) (runner.Result, er
 	if err != nil {
 		return runner.Result{}, err
 	}
-	if mc := mem.Claim; mc != nil && mem.Ours && (Released(pv, cl) || mc.Status.Phase == corev1.ClaimPending) {
+	if mc := mem.Claim; mc != nil && mem.Ours && (released(pv, cl) || mc.Status.Phase == corev1.ClaimPending) {
 		if mem.InUse, err = c.inUse(ctx, m, mc); err != nil {
 			return runner.Result{}, err
 		}
 	}
-	p := Follow(pv, cl, cluster, mem)
+	p := decideFollow(pv, cl, cluster, mem)
 	hosts := c.opts.Host.CoreV1().PersistentVolumes()
-	switch p.Action {
-	case SetCapacity:
+	switch p.action {
+	case setCapacity:
 		opts := metav1.ApplyOptions{FieldManager: capacityManager, Force: true}
-		if _, err = hosts.Apply(ctx, StandInCapacity(pv.Name, p.Capacity), opts); err == nil {
-			_, err = c.opts.Host.CoreV1().PersistentVolumeClaims(cl.Namespace).ApplyStatus(ctx, ClaimCapacity(cl, p.Capacity), opts)
+		if _, err = hosts.Apply(ctx, standInCapacity(pv.Name, p.Capacity), opts); err == nil {
+			_, err = c.opts.Host.CoreV1().PersistentVolumeClaims(cl.Namespace).ApplyStatus(ctx, claimCapacity(cl, p.Capacity), opts)
 		}
-	case Report:
+	case report:
 		c.event(cl, p)
-	case DeleteMemberClaim:
+	case deleteMemberClaim:
 		// Fenced: the claim read, not one made meanwhile of the name.
 		mc := mem.Claim
 		err = m.Runtime.Client().CoreV1().PersistentVolumeClaims(mc.Namespace).Delete(ctx, mc.Name, metav1.DeleteOptions{
@@ -248,7 +248,7 @@ func (c *Controller) follow(ctx context.Context, name string) (runner.Result, er
 			c.log.Info("deleted member claim of a deleted host claim", "claim", mc.Namespace+"/"+mc.Name, "cluster", cluster)
 			return runner.Result{RequeueAfter: time.Second}, nil
 		}
-	case DeleteStandIn:
+	case deleteStandIn:
 		err = hosts.Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
 		if apierrors.IsNotFound(err) {
 			err = nil
@@ -260,17 +260,17 @@ func (c *Controller) follow(ctx context.Context, name string) (runner.Result, er
 
 // memberClaim reads the member's claim of a host claim's name (a live
 // read: whether it is there and whose decides what is made).
-func (c *Controller) memberClaim(ctx context.Context, m clusters.Member, ns, name string) (Member, error) {
+func (c *Controller) memberClaim(ctx context.Context, m clusters.Member, ns, name string) (memberState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	mc, err := m.Runtime.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Member{}, nil
+		return memberState{}, nil
 	}
 	if err != nil {
-		return Member{}, fmt.Errorf("member %s: %w", m.Cluster(), err)
+		return memberState{}, fmt.Errorf("member %s: %w", m.Cluster(), err)
 	}
-	return Member{Claim: mc, Ours: podmeta.OwnedBy(mc.Labels, m.Cluster(), c.host())}, nil
+	return memberState{Claim: mc, Ours: podmeta.OwnedBy(mc.Labels, m.Cluster(), c.host())}, nil
 }
 
 // inUse: a member pod (any, not only leafsync's) mounts mc. A live list:
@@ -324,27 +324,27 @@ func (c *Controller) heldPods(ctx context.Context, cl *corev1.PersistentVolumeCl
 		if p.Spec.NodeName != "" {
 			continue
 		}
-		c.record(p, Plan{Warning: true, Reason: "VolumeInMember", Message: fmt.Sprintf(
+		c.record(p, plan{Warning: true, Reason: "VolumeInMember", Message: fmt.Sprintf(
 			"claim %s's data lives in member %s (stand-in PV %s pins it to that member's leaf), which is not Ready or no longer registered: the pod can run only there, it is not moved to another leaf and never started on an empty volume; it stays Pending until the member is back, or until the claim is deleted (its data with it)",
 			cl.Name, cluster, pv.Name)})
 	}
 }
 
 // eventClaimAndPods records p on cl and on the pods that use it.
-func (c *Controller) eventClaimAndPods(ctx context.Context, cl *corev1.PersistentVolumeClaim, p Plan) {
+func (c *Controller) eventClaimAndPods(ctx context.Context, cl *corev1.PersistentVolumeClaim, p plan) {
 	c.event(cl, p)
 	for _, pod := range c.claimPods(ctx, cl) {
 		c.record(pod, p)
 	}
 }
 
-func (c *Controller) event(cl *corev1.PersistentVolumeClaim, p Plan) {
+func (c *Controller) event(cl *corev1.PersistentVolumeClaim, p plan) {
 	if cl != nil {
 		c.record(cl, p)
 	}
 }
 
-func (c *Controller) record(obj runtime.Object, p Plan) {
+func (c *Controller) record(obj runtime.Object, p plan) {
 	if c.opts.Recorder == nil {
 		return
 	}
@@ -352,7 +352,7 @@ func (c *Controller) record(obj runtime.Object, p Plan) {
 	if p.Warning {
 		typ = corev1.EventTypeWarning
 	}
-	c.opts.Recorder.Eventf(obj, nil, typ, p.Reason, "Provision", "%s", p.Message)
+	c.opts.Recorder.Eventf(obj, nil, typ, p.Reason, "decideProvision", "%s", p.Message)
 }
 
 // errNotSynced: the host claims are not known yet.

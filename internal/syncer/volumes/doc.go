@@ -23,10 +23,11 @@
 // of the claim that cannot be placed there stays Pending, with an Event
 // (VolumeInMember) while the member is NotReady or gone.
 //
-// The decisions are pure (Provision, Follow; decide.go) and the member's
-// owner's boundary holds: a member claim of the name that leafsync did
-// not make for this host claim is never used, changed or deleted, and a
-// host class the registration does not map (AnnotationStorageClasses)
-// provisions nothing; each refusal is a Warning Event on the host claim
-// and its pods. docs/reflection.md says what is reflected and what is not.
+// The decisions are pure (decideProvision, decideFollow; decide.go), and
+// the member's owner's boundary holds: a member claim of the name that
+// leafsync did not make for this host claim is never used, changed or
+// deleted, and a host class the registration does not map
+// (registration.AnnotationStorageClasses) provisions nothing; each refusal
+// is a Warning Event on the host claim and its pods. docs/reflection.md
+// says what is reflected and what is not.
 package volumes

@@ -22,13 +22,13 @@ const refusalRetry = 30 * time.Second
 // that name is leafsync's copy of it, and a pod may use it (pod sync's
 // admission). It reads the informers' caches only.
 func (c *Controller) Provisioned(cluster, namespace, name string) bool {
-	_, _, err := c.standIn(cluster, namespace, name)
+	_, _, err := c.boundStandIn(cluster, namespace, name)
 	return err == nil
 }
 
-// standIn is host claim namespace/name and the stand-in of member
+// boundStandIn is host claim namespace/name and the stand-in of member
 // cluster it is bound to, or why not.
-func (c *Controller) standIn(cluster, namespace, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume, error) {
+func (c *Controller) boundStandIn(cluster, namespace, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume, error) {
 	for _, synced := range c.synced {
 		if !synced() {
 			return nil, nil, errNotSynced
@@ -39,7 +39,7 @@ func (c *Controller) standIn(cluster, namespace, name string) (*corev1.Persisten
 		return nil, nil, err
 	}
 	pv, err := c.pvs.Get(cl.Spec.VolumeName)
-	if err != nil || !isStandIn(pv, cluster, c.host()) || Released(pv, cl) {
+	if err != nil || !isStandIn(pv, cluster, c.host()) || released(pv, cl) {
 		return nil, nil, fmt.Errorf("claim %s/%s is not bound to a volume leafsync provisioned in member %s", namespace, name, cluster)
 	}
 	return cl, pv, nil
@@ -56,7 +56,7 @@ func (c *Controller) Ensure(ctx context.Context, cluster string, member kubernet
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		cl, pv, err := c.standIn(cluster, hp.Namespace, v.PersistentVolumeClaim.ClaimName)
+		cl, pv, err := c.boundStandIn(cluster, hp.Namespace, v.PersistentVolumeClaim.ClaimName)
 		if err == errNotSynced {
 			return err
 		}
@@ -70,7 +70,7 @@ func (c *Controller) Ensure(ctx context.Context, cluster string, member kubernet
 		case apierrors.IsNotFound(err):
 			// Create, not apply: a claim the member's owner made since the
 			// read must fail this, never be taken over.
-			if _, err := claims.Create(ctx, MemberClaim(cl, cluster, c.host(), pv.Annotations[annotationMemberClass]), metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			if _, err := claims.Create(ctx, memberClaimOf(cl, cluster, c.host(), pv.Annotations[annotationMemberClass]), metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 				return err
 			}
 			c.log.Info("created member claim", "claim", cl.Namespace+"/"+cl.Name, "cluster", cluster)

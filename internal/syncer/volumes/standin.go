@@ -28,9 +28,9 @@ const (
 	pathPrefix = "/leafsync/member/"
 )
 
-// StandInName is the name of the host PV that stands in for the member
+// standInName is the name of the host PV that stands in for the member
 // claim of host claim uid.
-func StandInName(uid types.UID) string { return "leafsync-" + string(uid) }
+func standInName(uid types.UID) string { return "leafsync-" + string(uid) }
 
 // ownerLabels mark what leafsync made for member cluster of host host,
 // on behalf of the host object hostUID.
@@ -41,12 +41,12 @@ func ownerLabels(cluster, host string, hostUID types.UID) map[string]string {
 	}
 }
 
-// StandIn is the host PV leafsync provisions for host claim c, placed on
+// standIn is the host PV leafsync provisions for host claim c, placed on
 // leaf of member cluster, whose member claim is of memberClass. Its
 // nodeAffinity pins every pod of the claim to the leaf, its claimRef
 // pre-binds it to c (the host PV controller completes the binding), its
 // capacity is what c asks for until the member's claim is bound.
-func StandIn(c *corev1.PersistentVolumeClaim, cluster, host, leaf, memberClass string) *applycorev1.PersistentVolumeApplyConfiguration {
+func standIn(c *corev1.PersistentVolumeClaim, cluster, host, leaf, memberClass string) *applycorev1.PersistentVolumeApplyConfiguration {
 	spec := applycorev1.PersistentVolumeSpec().
 		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: c.Spec.Resources.Requests[corev1.ResourceStorage]}).
 		WithAccessModes(c.Spec.AccessModes...).
@@ -61,30 +61,30 @@ func StandIn(c *corev1.PersistentVolumeClaim, cluster, host, leaf, memberClass s
 	if c.Spec.VolumeMode != nil {
 		spec.WithVolumeMode(*c.Spec.VolumeMode)
 	}
-	return applycorev1.PersistentVolume(StandInName(c.UID)).
+	return applycorev1.PersistentVolume(standInName(c.UID)).
 		WithLabels(ownerLabels(cluster, host, c.UID)).
 		WithAnnotations(map[string]string{storagehelpers.AnnDynamicallyProvisioned: Provisioner, annotationMemberClass: memberClass}).
 		WithSpec(spec)
 }
 
-// StandInCapacity is the apply configuration that sets a stand-in's
+// standInCapacity is the apply configuration that sets a stand-in's
 // capacity to the member claim's (field manager capacityManager).
-func StandInCapacity(name string, q resource.Quantity) *applycorev1.PersistentVolumeApplyConfiguration {
+func standInCapacity(name string, q resource.Quantity) *applycorev1.PersistentVolumeApplyConfiguration {
 	return applycorev1.PersistentVolume(name).WithSpec(applycorev1.PersistentVolumeSpec().
 		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: q}))
 }
 
-// ClaimCapacity is the apply configuration of host claim c's
+// claimCapacity is the apply configuration of host claim c's
 // status.capacity (field manager capacityManager).
-func ClaimCapacity(c *corev1.PersistentVolumeClaim, q resource.Quantity) *applycorev1.PersistentVolumeClaimApplyConfiguration {
+func claimCapacity(c *corev1.PersistentVolumeClaim, q resource.Quantity) *applycorev1.PersistentVolumeClaimApplyConfiguration {
 	return applycorev1.PersistentVolumeClaim(c.Name, c.Namespace).WithStatus(applycorev1.PersistentVolumeClaimStatus().
 		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: q}))
 }
 
-// MemberClaim is the member's claim for host claim c: same name and
+// memberClaimOf is the member's claim for host claim c: same name and
 // namespace, what c asks for, the member's class, leafsync's labels
 // (with c's own).
-func MemberClaim(c *corev1.PersistentVolumeClaim, cluster, host, memberClass string) *corev1.PersistentVolumeClaim {
+func memberClaimOf(c *corev1.PersistentVolumeClaim, cluster, host, memberClass string) *corev1.PersistentVolumeClaim {
 	labels := map[string]string{}
 	for k, v := range c.Labels {
 		labels[k] = v

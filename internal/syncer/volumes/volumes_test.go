@@ -31,7 +31,7 @@ func hostClaim() *corev1.PersistentVolumeClaim {
 // leafsync's for that member only.
 func TestStandIn(t *testing.T) {
 	c := hostClaim()
-	a := StandIn(c, "east", "host-1", "leaf-east", "member-ssd")
+	a := standIn(c, "east", "host-1", "leaf-east", "member-ssd")
 	if *a.Name != "leafsync-c1" {
 		t.Errorf("name %s", *a.Name)
 	}
@@ -60,7 +60,7 @@ func TestStandIn(t *testing.T) {
 		t.Errorf("annotations %v", a.Annotations)
 	}
 
-	m := MemberClaim(c, "east", "host-1", "member-ssd")
+	m := memberClaimOf(c, "east", "host-1", "member-ssd")
 	if m.Name != c.Name || m.Namespace != c.Namespace || *m.Spec.StorageClassName != "member-ssd" || m.Labels["app"] != "db" ||
 		!podmeta.OwnedBy(m.Labels, "east", "host-1") || m.Labels[podmeta.LabelHostUID] != "c1" {
 		t.Errorf("member claim %+v", m)
@@ -85,19 +85,19 @@ func TestProvision(t *testing.T) {
 	ours := memberClaim("c1", corev1.ClaimPending, "")
 	for name, tc := range map[string]struct {
 		classes map[string]string
-		m       Member
-		want    Action
+		m       memberState
+		want    action
 		reason  string
 		says    []string
 	}{
-		"mapped, no member claim":   {classes, Member{}, CreateStandIn, "", nil},
-		"mapped, our member claim":  {classes, Member{Claim: ours, Ours: true}, CreateStandIn, "", nil},
-		"unmapped":                  {map[string]string{"slow": "x"}, Member{}, Refuse, "StorageClassNotMapped", []string{"fast", "leafsync.io/storage-classes", "east", "leaf-east"}},
-		"member's own claim":        {classes, Member{Claim: memberClaim("", corev1.ClaimBound, "1Gi")}, Refuse, "MemberObjectConflict", []string{"east", "apps/data-db-0"}},
-		"ours, of an earlier claim": {classes, Member{Claim: memberClaim("c0", corev1.ClaimBound, "1Gi"), Ours: true}, Refuse, "MemberClaimRetained", []string{"Retain"}},
+		"mapped, no member claim":   {classes, memberState{}, createStandIn, "", nil},
+		"mapped, our member claim":  {classes, memberState{Claim: ours, Ours: true}, createStandIn, "", nil},
+		"unmapped":                  {map[string]string{"slow": "x"}, memberState{}, refuse, "StorageClassNotMapped", []string{"fast", "leafsync.io/storage-classes", "east", "leaf-east"}},
+		"member's own claim":        {classes, memberState{Claim: memberClaim("", corev1.ClaimBound, "1Gi")}, refuse, "MemberObjectConflict", []string{"east", "apps/data-db-0"}},
+		"ours, of an earlier claim": {classes, memberState{Claim: memberClaim("c0", corev1.ClaimBound, "1Gi"), Ours: true}, refuse, "MemberClaimRetained", []string{"Retain"}},
 	} {
-		p := Provision(hostClaim(), "east", tc.classes, tc.m)
-		if p.Action != tc.want || p.Reason != tc.reason {
+		p := decideProvision(hostClaim(), "east", tc.classes, tc.m)
+		if p.action != tc.want || p.Reason != tc.reason {
 			t.Errorf("%s: %+v", name, p)
 		}
 		for _, w := range tc.says {
@@ -105,7 +105,7 @@ func TestProvision(t *testing.T) {
 				t.Errorf("%s: message does not say %q: %s", name, w, p.Message)
 			}
 		}
-		if p.Action == CreateStandIn && p.MemberClass != "member-ssd" {
+		if p.action == createStandIn && p.MemberClass != "member-ssd" {
 			t.Errorf("%s: member class %q", name, p.MemberClass)
 		}
 	}
@@ -131,33 +131,33 @@ func TestFollow(t *testing.T) {
 	for name, tc := range map[string]struct {
 		policy corev1.PersistentVolumeReclaimPolicy
 		claim  *corev1.PersistentVolumeClaim
-		m      Member
-		want   Action
+		m      memberState
+		want   action
 	}{
-		"bound, member claim not made yet":     {del, c, Member{}, Nothing},
-		"bound, member Bound at 1Gi":           {del, c, Member{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, SetCapacity},
-		"bound, member Bound at the same":      {del, bound("100Mi"), Member{Claim: memberClaim("c1", corev1.ClaimBound, "100Mi"), Ours: true}, Nothing},
-		"bound, claim status behind":           {del, bound("1Gi"), Member{Claim: memberClaim("c1", corev1.ClaimBound, "100Mi"), Ours: true}, SetCapacity},
-		"bound, member Lost":                   {del, c, Member{Claim: memberClaim("c1", corev1.ClaimLost, ""), Ours: true}, Report},
-		"bound, member Pending, used":          {del, c, Member{Claim: memberClaim("c1", corev1.ClaimPending, ""), Ours: true, InUse: true}, Report},
-		"bound, member Pending, unused":        {del, c, Member{Claim: memberClaim("c1", corev1.ClaimPending, ""), Ours: true}, Nothing},
-		"bound, member's own claim":            {del, c, Member{Claim: memberClaim("", corev1.ClaimLost, "")}, Nothing},
-		"gone, Retain":                         {retain, nil, Member{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, Nothing},
-		"gone, member claim used":              {del, nil, Member{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true, InUse: true}, Nothing},
-		"gone, member claim unused":            {del, nil, Member{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, DeleteMemberClaim},
-		"gone, member claim deleted":           {del, nil, Member{}, DeleteStandIn},
-		"gone, member's own claim of the name": {del, nil, Member{Claim: memberClaim("", corev1.ClaimBound, "1Gi")}, DeleteStandIn},
-		"replaced by a new claim of the name":  {del, newClaim, Member{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, DeleteMemberClaim},
-		"gone, ours for another claim (c2)":    {del, nil, Member{Claim: memberClaim("c2", corev1.ClaimBound, "1Gi"), Ours: true}, DeleteStandIn},
+		"bound, member claim not made yet":     {del, c, memberState{}, nothing},
+		"bound, member Bound at 1Gi":           {del, c, memberState{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, setCapacity},
+		"bound, member Bound at the same":      {del, bound("100Mi"), memberState{Claim: memberClaim("c1", corev1.ClaimBound, "100Mi"), Ours: true}, nothing},
+		"bound, claim status behind":           {del, bound("1Gi"), memberState{Claim: memberClaim("c1", corev1.ClaimBound, "100Mi"), Ours: true}, setCapacity},
+		"bound, member Lost":                   {del, c, memberState{Claim: memberClaim("c1", corev1.ClaimLost, ""), Ours: true}, report},
+		"bound, member Pending, used":          {del, c, memberState{Claim: memberClaim("c1", corev1.ClaimPending, ""), Ours: true, InUse: true}, report},
+		"bound, member Pending, unused":        {del, c, memberState{Claim: memberClaim("c1", corev1.ClaimPending, ""), Ours: true}, nothing},
+		"bound, member's own claim":            {del, c, memberState{Claim: memberClaim("", corev1.ClaimLost, "")}, nothing},
+		"gone, Retain":                         {retain, nil, memberState{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, nothing},
+		"gone, member claim used":              {del, nil, memberState{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true, InUse: true}, nothing},
+		"gone, member claim unused":            {del, nil, memberState{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, deleteMemberClaim},
+		"gone, member claim deleted":           {del, nil, memberState{}, deleteStandIn},
+		"gone, member's own claim of the name": {del, nil, memberState{Claim: memberClaim("", corev1.ClaimBound, "1Gi")}, deleteStandIn},
+		"replaced by a new claim of the name":  {del, newClaim, memberState{Claim: memberClaim("c1", corev1.ClaimBound, "1Gi"), Ours: true}, deleteMemberClaim},
+		"gone, ours for another claim (c2)":    {del, nil, memberState{Claim: memberClaim("c2", corev1.ClaimBound, "1Gi"), Ours: true}, deleteStandIn},
 	} {
-		p := Follow(pv(tc.policy), tc.claim, "east", tc.m)
-		if p.Action != tc.want {
+		p := decideFollow(pv(tc.policy), tc.claim, "east", tc.m)
+		if p.action != tc.want {
 			t.Errorf("%s: %+v, want action %d", name, p, tc.want)
 		}
-		if p.Action == SetCapacity && p.Capacity.String() != tc.m.Claim.Status.Capacity.Storage().String() {
+		if p.action == setCapacity && p.Capacity.String() != tc.m.Claim.Status.Capacity.Storage().String() {
 			t.Errorf("%s: capacity %s", name, p.Capacity.String())
 		}
-		if p.Action == Report && (p.Reason == "" || !strings.Contains(p.Message, "east")) {
+		if p.action == report && (p.Reason == "" || !strings.Contains(p.Message, "east")) {
 			t.Errorf("%s: %+v", name, p)
 		}
 	}
