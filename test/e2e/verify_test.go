@@ -272,3 +272,42 @@ func TestVerificationCanary(t *testing.T) {
 		return nil
 	})
 }
+
+// TestVerificationRealNode: the canary through leafsync on a member with a
+// real kubelet node (containerd, runc, the CNI bridge): leafsync's own
+// image (make image) runs `leafsync verify` in the member, and the leaf
+// is verified. Needs root and the machine's test node.
+func TestVerificationRealNode(t *testing.T) {
+	image := imageArchive(t)
+	ref, err := harness.ImageRef(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t, harness.HostOptions{})
+	network := harness.StartNodeNetwork(t)
+	member := harness.StartCluster(t, harness.ClusterOptions{
+		Name:              "member-r",
+		Controllers:       append(harness.MemberControllers, "nodelifecycle"),
+		Scheduler:         true,
+		KubeletClientCert: true,
+		Address:           network.Gateway,
+	})
+	harness.StartNode(t, member, harness.NodeOptions{Name: "member-node", Network: network, Images: []string{image}})
+	f.members["member-r"] = &memberFixture{Cluster: member, proxy: harness.NewFaultProxy(t, "member-r", member.Addr())}
+	cfg := strings.Replace(testConfig, "  canary: false\n", "  canary: true\n  canaryImage: "+ref+"\n  canaryTimeout: 2m\n", 1)
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const leaf, secret = "leaf-member-r", "member-member-r"
+	f.startLeafsync(t, "leafsync")
+	start := time.Now()
+	f.register(t, "member-r", nil)
+	f.waitLeafReady(t, leaf, 2*time.Minute)
+	waitTaint(t, f, leaf, "", 3*time.Minute)
+	t.Logf("verified with the canary on a real node %.1fs after registration", time.Since(start).Seconds())
+	ev := waitEvent(t, f, secret, reasonMemberVerified, start, 10*time.Second)
+	t.Logf("%s: %s", ev.Reason, ev.Note)
+	if s := getSecret(t, f, secret); s.Annotations[annVerified] != "true" {
+		t.Errorf("%s=%q, want true", annVerified, s.Annotations[annVerified])
+	}
+}
