@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,10 +21,14 @@ const refusalRetry = 30 * time.Second
 // Provisioned reports whether host claim namespace/name is bound to a
 // stand-in leafsync made for member cluster: then the member's claim of
 // that name is leafsync's copy of it, and a pod may use it (pod sync's
-// admission). It reads the informers' caches only.
+// admission). It reads the informers' caches only. Until they have
+// synced it says yes: pod sync deletes the member pod of a host pod it
+// would not run, and a running pod must never go for a cache that is not
+// filled yet (after a restart); a new member pod still waits, as Ensure
+// refuses to make its claims before the caches have synced.
 func (c *Controller) Provisioned(cluster, namespace, name string) bool {
 	_, _, err := c.boundStandIn(cluster, namespace, name)
-	return err == nil
+	return err == nil || errors.Is(err, errNotSynced)
 }
 
 // boundStandIn is host claim namespace/name and the stand-in of member
@@ -57,7 +62,7 @@ func (c *Controller) Ensure(ctx context.Context, cluster string, member kubernet
 			continue
 		}
 		cl, pv, err := c.boundStandIn(cluster, hp.Namespace, v.PersistentVolumeClaim.ClaimName)
-		if err == errNotSynced {
+		if errors.Is(err, errNotSynced) {
 			return err
 		}
 		if err != nil {
