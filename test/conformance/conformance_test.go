@@ -22,9 +22,13 @@ import (
 // leafsyncConfig: the e2e thresholds (a Lease renewed well inside the host
 // KCM's 8s grace), the kubelet API on so that logs, exec and attach reach
 // the member's kubelet, and the leaf verified within seconds without the
-// canary (leafsync's image is not on the member's node).
+// canary (leafsync's image is not on the member's node). Flap damping is
+// off: the suite measures pods on a leaf, not flap handling, and a probe
+// late on a loaded 2-core machine must not cordon the only leaf for the
+// penalty's half-life (it did in a run of 2026-11-25, and every spec after
+// found no schedulable node).
 const leafsyncConfig = `
-hysteresis: {probeInterval: 1s, cordonAfter: 2s, notReadyAfter: 10s, readyAfter: 4s, window: 60s}
+hysteresis: {probeInterval: 1s, cordonAfter: 2s, notReadyAfter: 10s, readyAfter: 4s, window: 60s, penaltyPerFlap: 0}
 leaves: {leaseRenewInterval: 1s, leaseDuration: 40s, leaseRenewTimeout: 8s}
 members: {probeTimeout: 1s}
 kubeletAPI: {enabled: true, port: %d, advertiseAddress: 127.0.0.1, connectTimeout: 2s}
