@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -134,7 +135,9 @@ func (e *env) ticks(n int) {
 // testHost is the host's identity in these tests.
 const testHost = "host-uid"
 
-func newEnv(t *testing.T) *env {
+// newEnv builds the test environment; funcs, if given, intercept the
+// host client's calls.
+func newEnv(t *testing.T, funcs ...interceptor.Funcs) *env {
 	t.Helper()
 	fc := hysteresis.DefaultFleetConfig()
 	fc.ProbeInterval = hysteresis.D(probeInterval)
@@ -148,7 +151,7 @@ func newEnv(t *testing.T) *env {
 		c: fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: testHost}}).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
 			return []string{o.(*corev1.Pod).Spec.NodeName}
-		}).Build(),
+		}).WithInterceptorFuncs(append(funcs, interceptor.Funcs{})[0]).Build(),
 		eng: &engine{Fleet: fleet, obs: map[string]int{}},
 		rec: &recorder{},
 		srv: membertest.NewServer(t, []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, nil),

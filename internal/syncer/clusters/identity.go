@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -87,17 +88,29 @@ func (c *Controller) verify(ctx context.Context, spec *registration.Spec, rt *me
 			id, spec.Cluster, other, claimNamespace, claimName(spec.Cluster))}}
 	}
 	if recorded == "" {
-		orig := s.DeepCopy()
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		s.Annotations[registration.AnnotationMemberIdentity] = id
-		if err := c.client.Patch(ctx, &s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return verdict{} // tried again (with a fresher Secret)
+		if err := c.recordIdentity(ctx, &s, id); err != nil {
+			c.log.Info("recording the member identity failed; tried again", "cluster", spec.Cluster, "error", err.Error())
+			return verdict{}
 		}
 		c.log.Info("member identity recorded", "cluster", spec.Cluster, "identity", id)
 	}
 	return verdict{ok: true}
+}
+
+// identityFieldManager owns the member identity annotation.
+const identityFieldManager = "leafsync-member-identity"
+
+// recordIdentity writes id on registration Secret s by server-side apply
+// of that one annotation. No resourceVersion is sent: the registration's
+// other writes to the Secret (finalizer, status, verification) never make
+// it conflict, so a cache that lags them does not cost a probe interval.
+// Not forced: an identity written meanwhile by another writer conflicts,
+// and the next check reads it. The UID keeps the write from creating a
+// Secret deleted meanwhile.
+func (c *Controller) recordIdentity(ctx context.Context, s *corev1.Secret, id string) error {
+	ac := corev1ac.Secret(s.Name, s.Namespace).WithUID(s.UID).
+		WithAnnotations(map[string]string{registration.AnnotationMemberIdentity: id})
+	return c.client.Apply(ctx, ac, client.FieldOwner(identityFieldManager))
 }
 
 // hostIdentity returns the host's identity, read once.

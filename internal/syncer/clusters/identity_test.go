@@ -1,12 +1,18 @@
 package clusters
 
 import (
+	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/leafsync/leafsync/hysteresis"
 	"github.com/leafsync/leafsync/internal/syncer/member/membertest"
@@ -121,4 +127,36 @@ func (e *env) srvClient(t *testing.T) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// The Secret as a lagging cache returns it: once leafsync has written it
+// (the finalizer), one write behind. The first contact's identity is
+// recorded at once all the same: its write does not depend on the
+// version read, so the registration's own status write cannot make it
+// fail and wait a probe interval.
+func TestIdentityRecordedFromALaggingCache(t *testing.T) {
+	e := newEnv(t, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if err := c.Get(ctx, key, obj, opts...); err != nil {
+			return err
+		}
+		if s, ok := obj.(*corev1.Secret); ok && controllerutil.ContainsFinalizer(s, registration.Finalizer) {
+			rv, err := strconv.Atoi(s.ResourceVersion)
+			if err != nil {
+				return err
+			}
+			s.ResourceVersion = strconv.Itoa(rv - 1)
+		}
+		return nil
+	}})
+	e.srv.SetIdentity("uid-a")
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, 0)
+	e.mustReconcile("east")
+	// No clock step: a retry a probe interval later would never come.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.get("east").Annotations[registration.AnnotationMemberIdentity] != "uid-a" {
+		if time.Now().After(deadline) {
+			t.Fatalf("identity not recorded without a retry: annotations %v", e.get("east").Annotations)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -2,10 +2,13 @@ package verify
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
@@ -35,19 +38,20 @@ func (c *Controller) report(ctx context.Context, st *state, m clusters.Member, v
 	verified, summary := fmt.Sprint(v.Phase == Verified), truncate(v.Summary(), 1000)
 	a := s.Annotations
 	if a[registration.AnnotationVerified] != verified || a[registration.AnnotationVerifyFailed] != summary || a[registration.AnnotationVerifiedFor] != fp {
-		orig := s.DeepCopy()
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
+		var failed *string // nil removes the annotation
+		if summary != "" {
+			failed = &summary
 		}
-		s.Annotations[registration.AnnotationVerified] = verified
-		s.Annotations[registration.AnnotationVerifiedFor] = fp
-		s.Annotations[registration.AnnotationVerifyTime] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
-		if summary == "" {
-			delete(s.Annotations, registration.AnnotationVerifyFailed)
-		} else {
-			s.Annotations[registration.AnnotationVerifyFailed] = summary
+		patch, err := annotationPatch(s.UID, map[string]*string{
+			registration.AnnotationVerified:     &verified,
+			registration.AnnotationVerifiedFor:  &fp,
+			registration.AnnotationVerifyTime:   ptr.To(c.opts.Clock.Now().UTC().Format(time.RFC3339)),
+			registration.AnnotationVerifyFailed: failed,
+		})
+		if err == nil {
+			err = c.opts.Secrets.Patch(ctx, &s, patch)
 		}
-		if err := c.opts.Secrets.Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
+		if err != nil {
 			return fmt.Errorf("writing the verification result on Secret %s: %w", m.Spec.Secret, err)
 		}
 	}
@@ -60,6 +64,23 @@ func (c *Controller) report(ctx context.Context, st *state, m clusters.Member, v
 		c.opts.Recorder.Eventf(&s, nil, typ, reason, "Verify", "%s", truncate(note, 1000))
 	}
 	return nil
+}
+
+// annotationPatch is a merge patch of the verification's own annotations
+// (nil removes one), built from what to write and not from the Secret as
+// read: a cache that lags another writer's change neither fails the write
+// (no resourceVersion is sent) nor loses a removal. The UID makes it fail
+// on a Secret deleted and created again meanwhile (a UID is immutable).
+func annotationPatch(uid types.UID, annotations map[string]*string) (client.Patch, error) {
+	var p struct {
+		Metadata struct {
+			UID         types.UID          `json:"uid"`
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	p.Metadata.UID, p.Metadata.Annotations = uid, annotations
+	data, err := json.Marshal(p)
+	return client.RawPatch(types.MergePatchType, data), err
 }
 
 // eventFor says a verdict to people: what failed, what it does to the
