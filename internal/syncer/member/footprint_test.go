@@ -34,7 +34,7 @@ func kwokNode(i int) *corev1.Node {
 				"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", "kubernetes.io/arch": "amd64", "node.kubernetes.io/exclude-from-external-load-balancers": ""},
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kwok", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-				Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 600)}}},
+				Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(make([]byte, 600)))}},
 		},
 		Spec: corev1.NodeSpec{PodCIDR: "10.0.1.0/24", PodCIDRs: []string{"10.0.1.0/24"}},
 		Status: corev1.NodeStatus{
@@ -49,6 +49,7 @@ func kwokNode(i int) *corev1.Node {
 			},
 			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: name}},
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+			//lint:ignore SA1019 kwok's nodes still report it, and the footprint is of what members serve
 			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "fake", KubeProxyVersion: "fake",
 				ContainerRuntimeVersion: "kwok-v0.8.0", OSImage: "", KernelVersion: "", MachineID: "", SystemUUID: "", BootID: ""},
 		},
@@ -66,7 +67,7 @@ func kwokPod(i int, node string) *corev1.Pod {
 			Name: name, Namespace: "default", UID: types.UID(fmt.Sprintf("0b5a6c1e-2f3d-4e5f-8a9b-%012d", i)), ResourceVersion: fmt.Sprint(200000 + i),
 			CreationTimestamp: now,
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "scalebench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-				Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 400)}}},
+				Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(make([]byte, 400)))}},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),

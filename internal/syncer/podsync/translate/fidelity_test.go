@@ -343,7 +343,7 @@ func fill(t *testing.T, v reflect.Value, path string, f filler) {
 		v.Set(reflect.ValueOf(intstr.FromString(f.prefix + path)))
 		return
 	case fieldsType: // raw JSON (an ephemeral volume's template's managedFields)
-		v.Set(reflect.ValueOf(metav1.FieldsV1{Raw: []byte(`{"f:` + f.prefix + path + `":{}}`)}))
+		v.Set(reflect.ValueOf(*metav1.NewFieldsV1(`{"f:` + f.prefix + path + `":{}}`)))
 		return
 	}
 	switch v.Kind() {
