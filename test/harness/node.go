@@ -112,6 +112,7 @@ type Node struct {
 	containerd *process
 	kubelet    *process
 	kubeProxy  *process
+	dns        *process
 	sysctls    map[string]string
 	netns      []string // network namespaces there before the node
 	chains     map[string]bool
@@ -169,6 +170,7 @@ func StartNode(t TB, host *Cluster, opts NodeOptions) *Node {
 		{"images", func() error { return n.importImages(append([]string{Bin(t, "pause-image.tar")}, opts.Images...)) }},
 		{"cni", func() error { return n.writeCNIConfig(opts.Network) }},
 		{"kubelet access", n.allowAPIServer},
+		{"cluster DNS", func() error { return n.startDNS(opts.Network) }},
 		{"kubelet", func() error { return n.startKubelet(opts.Network) }},
 		{"kube-proxy", func() error { return n.startKubeProxy(opts.Network) }},
 	}
@@ -287,7 +289,10 @@ nodeStatusUpdateFrequency: 2s
 maxPods: 30
 # Container logs stay with the test's logs.
 podLogsDir: %[5]q
-`, n.socket, ports[0], ports[1], n.host.pki.path("ca.crt"), filepath.Join(n.logDir, "pods"), net.Gateway)
+# The cluster's DNS (startDNS) on the gateway.
+clusterDNS: [%[6]s]
+clusterDomain: %[7]s
+`, n.socket, ports[0], ports[1], n.host.pki.path("ca.crt"), filepath.Join(n.logDir, "pods"), net.Gateway, clusterDomain)
 	if err := os.WriteFile(n.path("kubelet.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -301,6 +306,40 @@ podLogsDir: %[5]q
 		"--v=1",
 	)
 	return err
+}
+
+// clusterDomain is the DNS domain of the node's cluster, as kubeadm's.
+const clusterDomain = "cluster.local"
+
+// startDNS runs CoreDNS as the cluster DNS of the node's cluster, as every
+// real cluster has one: on the gateway, where the pods reach the machine,
+// answering for Services and pods from the cluster's API (admin
+// kubeconfig). Nothing is forwarded: there is no network outside. It waits
+// until the kubernetes plugin has synced (the ready plugin).
+func (n *Node) startDNS(net *NodeNetwork) error {
+	kc := n.path("coredns.kubeconfig")
+	if err := os.WriteFile(kc, n.host.Kubeconfig(), 0o600); err != nil {
+		return err
+	}
+	ready := freePorts(n.t, 1)[0]
+	corefile := fmt.Sprintf(`.:53 {
+    bind %s
+    errors
+    ready 127.0.0.1:%d
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+    }
+}
+`, net.Gateway, ready, clusterDomain, kc)
+	if err := os.WriteFile(n.path("Corefile"), []byte(corefile), 0o600); err != nil {
+		return err
+	}
+	var err error
+	if n.dns, err = startProcess(n.logDir, "coredns", Bin(n.t, "coredns"), "-conf", n.path("Corefile")); err != nil {
+		return err
+	}
+	return n.dns.waitFor(60*time.Second, "ready", func() error { return httpOK(fmt.Sprintf("http://127.0.0.1:%d/ready", ready)) })
 }
 
 // allowAPIServer lets the host's API server reach the kubelet (kubectl
@@ -371,7 +410,7 @@ func (n *Node) ready() error {
 // processes stop; then whatever is left is removed by force and reported.
 func (n *Node) stop() {
 	n.drain(60 * time.Second)
-	for _, p := range []*process{n.kubeProxy, n.kubelet} {
+	for _, p := range []*process{n.kubeProxy, n.kubelet, n.dns} {
 		if p != nil {
 			p.Stop(10 * time.Second)
 		}

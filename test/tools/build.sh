@@ -3,11 +3,13 @@
 # into $BIN (default: bin/ at the repository root). A binary is rebuilt only
 # when it is missing or was built from another pinned version; the pins are
 # test/tools/go.mod (kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kubelet, kube-proxy, etcd, kwok) and HELM_VERSION below. The test
+# kubectl, kubelet, kube-proxy, etcd, kwok), HELM_VERSION and COREDNS_VERSION
+# below (CoreDNS: the cluster DNS of the test node's member). The test
 # node's pause image is built here too (pause/, written by build/image).
 set -euo pipefail
 
 HELM_VERSION=v3.19.5
+COREDNS_VERSION=v1.12.1
 
 tools_dir=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$tools_dir/../.." && pwd)
@@ -66,6 +68,12 @@ if needs helm "$HELM_VERSION $gover"; then
   t0=$(date +%s)
   GOBIN="$BIN" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   stamp helm "$HELM_VERSION $gover"; built helm "$HELM_VERSION" "$t0"
+fi
+
+if needs coredns "$COREDNS_VERSION $gover"; then
+  t0=$(date +%s)
+  GOBIN="$BIN" GOFLAGS=-mod=mod go install "github.com/coredns/coredns@$COREDNS_VERSION"
+  stamp coredns "$COREDNS_VERSION $gover"; built coredns "$COREDNS_VERSION" "$t0"
 fi
 
 # The pause image of the test node's pods: a static program that waits for
