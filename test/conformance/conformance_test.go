@@ -64,9 +64,13 @@ func TestConformance(t *testing.T) {
 		KubeletClientCert: true,
 		Address:           network.Gateway,
 	})
+	// The member's endpointslice controller gives its copies of host
+	// Services the endpoints of the member's pods, as in any cluster
+	// (Guestbook's frontend finds its backend by name through the node's
+	// cluster DNS).
 	member := harness.StartCluster(t, harness.ClusterOptions{
 		Name:              "member",
-		Controllers:       append(harness.MemberControllers, "nodelifecycle"),
+		Controllers:       append(harness.MemberControllers, "nodelifecycle", "endpointslice"),
 		Scheduler:         true,
 		KubeletClientCert: true,
 		Address:           network.Gateway,

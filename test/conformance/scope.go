@@ -9,9 +9,7 @@ const Focus = groups + `.*\[Conformance\]`
 
 // Skips are the in-scope specs this topology cannot run, each with why;
 // nothing else is skipped by us.
-var Skips = map[string]string{
-	`Guestbook application`: "needs cluster DNS (the frontend finds redis by Service name); neither cluster runs one",
-}
+var Skips = map[string]string{}
 
 // Smoke is a handful of in-scope specs that touch each path a pod on a leaf
 // takes: creation and status (host IP), env from a Secret and the downward
