@@ -113,20 +113,19 @@ var statusAnnotations = []string{
 }
 
 // clearStatus removes the status annotations and the recorded member
-// identity (the Secret no longer registers anything).
+// identity (the Secret no longer registers anything). Each is removed
+// whether or not s, as read, still has it: an identity recorded just
+// before may not have reached the cache yet.
 func (w *reporter) clearStatus(ctx context.Context, s *corev1.Secret) error {
-	orig := s.DeepCopy()
-	changed := false
+	remove := map[string]*string{}
 	for _, k := range statusAnnotations {
-		if _, ok := s.Annotations[k]; ok {
-			delete(s.Annotations, k)
-			changed = true
-		}
+		remove[k] = nil
 	}
-	if !changed {
-		return nil
+	patch, err := AnnotationPatch(s.UID, remove)
+	if err != nil {
+		return err
 	}
-	return w.client.Patch(ctx, s, client.MergeFrom(orig))
+	return w.client.Patch(ctx, s, patch)
 }
 
 // forget drops what the reporter keeps about a Secret.

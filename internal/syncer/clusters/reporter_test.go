@@ -73,3 +73,33 @@ func TestReporterSpacesWritesByInterval(t *testing.T) {
 		t.Error("no Event for the second write")
 	}
 }
+
+// Deregistering removes a member identity the Secret as read did not show
+// yet (recorded just before, not yet in the cache).
+func TestClearStatusRemovesWhatTheReadMissed(t *testing.T) {
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: ns, Name: "east"}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: "east", UID: "secret-uid", Annotations: map[string]string{
+			registration.AnnotationStatus: string(phaseConnected), registration.AnnotationMemberIdentity: "uid-a", "team": "a"}}}).Build()
+	var read corev1.Secret
+	if err := c.Get(ctx, key, &read); err != nil {
+		t.Fatal(err)
+	}
+	delete(read.Annotations, registration.AnnotationMemberIdentity) // the cache's older copy
+	clk := clocktesting.NewFakeClock(time.Now())
+	fleet, err := hysteresis.NewFleet(hysteresis.DefaultFleetConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newReporter(c, newRegistry(fleet, clk), &recorder{}, time.Second, clk).clearStatus(ctx, &read); err != nil {
+		t.Fatal(err)
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, key, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Annotations) != 1 || s.Annotations["team"] != "a" {
+		t.Errorf("annotations after clearing: %v, want only team=a", s.Annotations)
+	}
+}

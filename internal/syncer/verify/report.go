@@ -2,12 +2,10 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,7 +40,7 @@ func (c *Controller) report(ctx context.Context, st *state, m clusters.Member, v
 		if summary != "" {
 			failed = &summary
 		}
-		patch, err := annotationPatch(s.UID, map[string]*string{
+		patch, err := clusters.AnnotationPatch(s.UID, map[string]*string{
 			registration.AnnotationVerified:     &verified,
 			registration.AnnotationVerifiedFor:  &fp,
 			registration.AnnotationVerifyTime:   ptr.To(c.opts.Clock.Now().UTC().Format(time.RFC3339)),
@@ -64,23 +62,6 @@ func (c *Controller) report(ctx context.Context, st *state, m clusters.Member, v
 		c.opts.Recorder.Eventf(&s, nil, typ, reason, "Verify", "%s", truncate(note, 1000))
 	}
 	return nil
-}
-
-// annotationPatch is a merge patch of the verification's own annotations
-// (nil removes one), built from what to write and not from the Secret as
-// read: a cache that lags another writer's change neither fails the write
-// (no resourceVersion is sent) nor loses a removal. The UID makes it fail
-// on a Secret deleted and created again meanwhile (a UID is immutable).
-func annotationPatch(uid types.UID, annotations map[string]*string) (client.Patch, error) {
-	var p struct {
-		Metadata struct {
-			UID         types.UID          `json:"uid"`
-			Annotations map[string]*string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	p.Metadata.UID, p.Metadata.Annotations = uid, annotations
-	data, err := json.Marshal(p)
-	return client.RawPatch(types.MergePatchType, data), err
 }
 
 // eventFor says a verdict to people: what failed, what it does to the
