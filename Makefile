@@ -53,7 +53,7 @@ node-packages: ## containerd, runc, the CNI plugins and iptables (Debian's packa
 	  { echo "installing Debian's containerd, runc, containernetworking-plugins, iptables and iproute2"; apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc containernetworking-plugins iptables iproute2 >/dev/null; }
 
-e2e: tools build image prometheus node-packages ## e2e suites against real kube-apiserver, KCM, etcd, kwok, Prometheus, and a real kubelet node (E2E_SHARDS processes at once, default 2)
+e2e: tools build image prometheus node-packages conformance-build ## e2e suites against real kube-apiserver, KCM, etcd, kwok, Prometheus, and a real kubelet node (E2E_SHARDS processes at once, default 2; the real-node tests run the conformance images)
 	LEAFSYNC_BINARY=$(BIN)/leafsync E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_SHARDS=$(E2E_SHARDS) test/e2e/shards.sh '$(E2E_RUN)'
 
 e2e-compare: tools build prometheus ## the eviction-guard e2e cases also without the guard, to show the harm it prevents (adds about 4 min to the guard tests)
