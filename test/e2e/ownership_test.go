@@ -181,11 +181,11 @@ func TestLeafRenameWithPods(t *testing.T) {
 	if _, err := hc.CoreV1().Secrets(leafsyncNamespace).Patch(ctx, "member-member-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// A liveness bound: the refusal comes about 30s after the patch (the
-	// Secret's 30s re-look, leafNameRetry, on ad21821 as now), not at the
-	// patch's own reconcile; a 30s bound raced it and lost once on a loaded
-	// machine. Why the patch's reconcile does not refuse at once is open.
-	harness.Eventually(t, 75*time.Second, "the rename refused while pods are on the leaf", func() error {
+	// A liveness bound. The refusal's status write may wait out the
+	// status spacing (5s after the MemberConnected write just before);
+	// until TestLeafRenameRefusalNotDelayedByRetry's fix the re-look of
+	// 30s replaced that wait, and a 30s bound here lost the race once.
+	harness.Eventually(t, 45*time.Second, "the rename refused while pods are on the leaf", func() error {
 		if got := f.secretPhase(t, "member-member-a"); !strings.HasSuffix(got, "/LeafRenameWithPods") {
 			return fmt.Errorf("status %q", got)
 		}

@@ -769,3 +769,37 @@ func TestLeafRenameRefusedWhilePodsRemain(t *testing.T) {
 		t.Errorf("leaf %q after the old leaf emptied", m.Spec.LeafName)
 	}
 }
+
+// A rename refused within StatusInterval of the last status write (the
+// MemberConnected write just before) is reported once the interval has
+// passed, not leafNameRetry later.
+func TestLeafRenameRefusalNotDelayedByRetry(t *testing.T) {
+	e := newEnv(t)
+	e.create("east", "east", e.srv.Kubeconfig("token"), map[string]string{registration.AnnotationLeafName: "leaf-a"}, time.Minute)
+	e.mustReconcile("east")
+	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
+	e.ctl.reporter.interval = 5 * time.Second // production default; the write above was just now
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-0"}, Spec: corev1.PodSpec{NodeName: "leaf-a"}}
+	if err := e.c.Create(e.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	e.update("east", func(s *corev1.Secret) { s.Annotations[registration.AnnotationLeafName] = "leaf-b" })
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "east"}}
+	res, err := e.ctl.Reconcile(e.ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second {
+		t.Fatalf("RequeueAfter %v: the deferred refusal write waits longer than StatusInterval", res.RequeueAfter)
+	}
+	e.clk.Step(res.RequeueAfter)
+	if _, err := e.ctl.Reconcile(e.ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.phase("east"); !strings.HasSuffix(got, "/"+reasonLeafRenameWithPods) {
+		t.Errorf("phase %q", got)
+	}
+	if ev, ok := e.rec.find(reasonLeafRenameWithPods, "east"); !ok || !strings.HasPrefix(ev, "Warning") {
+		t.Errorf("no Warning LeafRenameWithPods event: %v", e.rec.events)
+	}
+}

@@ -60,8 +60,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		var phase Phase
 		if phase, perr = c.checkLeafName(ctx, &s, spec); perr != nil {
 			res, err := c.refusedAs(ctx, &s, cluster, phase, perr.(*registration.Error))
-			// Looked at again: the conflict may be resolved elsewhere.
-			res.RequeueAfter = leafNameRetry
+			// Looked at again: the conflict may be resolved elsewhere;
+			// sooner if the status write itself is deferred.
+			if res.RequeueAfter <= 0 || res.RequeueAfter > leafNameRetry {
+				res.RequeueAfter = leafNameRetry
+			}
 			return res, err
 		}
 	}
