@@ -137,7 +137,7 @@ func TestCanary(t *testing.T) {
 // with `leafsync verify`, on a real kubelet node of a member (containerd,
 // runc, the CNI bridge, kube-proxy; as in the conformance run): it
 // reaches the member's API server through the kubernetes Service with its
-// ServiceAccount token, skips DNS (the harness runs no cluster DNS), and
+// ServiceAccount token, resolves kubernetes.default through the harness's CoreDNS, and
 // its report comes back through the termination message. An image the
 // member cannot pull is a verdict that names the image and what to do.
 // Needs root.
