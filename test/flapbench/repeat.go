@@ -70,7 +70,7 @@ func row(rs []Result) string {
 		cells = append(cells, summarize(column(rs, f), count))
 	}
 	recovered := column(rs, func(r Result) float64 { return never(r.RecoveredAfter) })
-	if slices.Max(recovered) == 0 {
+	if !slices.ContainsFunc(rs, func(r Result) bool { return !r.NeverShort }) {
 		cells = append(cells, "—") // never lost
 	} else {
 		cells = append(cells, summarize(recovered, seconds("not within the run")))

@@ -59,8 +59,12 @@ type Result struct {
 	// OrphansAtEnd: member pods no host pod stands for at the end.
 	OrphansAtEnd int `json:"orphansAtEnd"`
 	// RecoveredAfter: seconds from the fault's end until every desired host
-	// pod was Ready again (0: never lost; -1: not within the observation).
+	// pod was Ready again (0: whole again by the fault's end, or never
+	// lost: see NeverShort; -1: not within the observation).
 	RecoveredAfter float64 `json:"recoveredAfter"`
+	// NeverShort: every desired host pod was Ready throughout (so a
+	// RecoveredAfter of 0 means nothing was lost, not a quick recovery).
+	NeverShort bool `json:"neverShort"`
 	// Failover is, per workload, the replicas it wants, in scenarios where
 	// a spare node outside the member can take them; FailoverAfter is the
 	// seconds from the fault's beginning until all of them were Ready on
@@ -92,6 +96,7 @@ func (r *Result) Integrate() {
 			lastShort = i
 		}
 	}
+	r.NeverShort = lastShort < 0
 	switch {
 	case lastShort < 0:
 		r.RecoveredAfter = 0

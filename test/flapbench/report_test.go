@@ -21,6 +21,16 @@ func TestIntegrate(t *testing.T) {
 	if r.RecoveredAfter != 10 {
 		t.Fatalf("recovered after %v, want 10 (fault ended at 10s, all Ready at 20s)", r.RecoveredAfter)
 	}
+	if r.NeverShort {
+		t.Fatal("pods were short during the fault: NeverShort must be false")
+	}
+	// Short during the fault only, whole again by its end: recovered
+	// after 0 s, but something was lost.
+	r.Samples = []Sample{s(0, 4, 4), s(5, 3, 4), s(8, 4, 4), s(30, 4, 4)}
+	r.Integrate()
+	if r.RecoveredAfter != 0 || r.NeverShort {
+		t.Fatalf("whole by the fault's end: recovered after %v, never short %v; want 0 and false", r.RecoveredAfter, r.NeverShort)
+	}
 	r.Samples = append(r.Samples, s(40, 3, 4))
 	r.Integrate()
 	if r.RecoveredAfter != -1 {
@@ -28,7 +38,7 @@ func TestIntegrate(t *testing.T) {
 	}
 	r.Samples = []Sample{s(0, 4, 4), s(30, 4, 4)}
 	r.Integrate()
-	if r.RecoveredAfter != 0 || r.PodSecondsNotReady != 0 {
+	if r.RecoveredAfter != 0 || r.PodSecondsNotReady != 0 || !r.NeverShort {
 		t.Fatalf("nothing lost: %+v", r)
 	}
 }
@@ -66,10 +76,19 @@ func TestRepetitionsRow(t *testing.T) {
 	if got != want {
 		t.Fatalf("row\n%s\nwant\n%s", got, want)
 	}
+	// 10 pod-s short, whole again by the fault's end: recovered at 0 s,
+	// not "never lost".
 	got = row([]Result{r(4, 0, 100)})
-	want = "| s | c | 0 | 0 | 4 | 0 | 0 | 10 | 0 | 0 | — | web 100s |"
+	want = "| s | c | 0 | 0 | 4 | 0 | 0 | 10 | 0 | 0 | 0s | web 100s |"
 	if got != want {
 		t.Fatalf("one repetition: row\n%s\nwant\n%s", got, want)
+	}
+	whole := r(4, 0, 100)
+	whole.NeverShort, whole.PodSecondsNotReady = true, 0
+	got = row([]Result{whole, whole})
+	want = "| s | c | 0 | 0 | 4 | 0 | 0 | 0 | 0 | 0 | — | web 100s |"
+	if got != want {
+		t.Fatalf("never short: row\n%s\nwant\n%s", got, want)
 	}
 	if got := summarize([]float64{1, 2, 3, 10}, count); got != "2 (1–10)" { // 2.5 rounds to even
 		t.Fatalf("even count: %s", got)
