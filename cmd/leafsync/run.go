@@ -52,6 +52,8 @@ var configFlags = []configFlag{
 		func(c *config.Config) any { return &c.HealthProbeBindAddress }},
 	{"leader-elect", "elect a leader so that only one replica acts",
 		func(c *config.Config) any { return &c.LeaderElection.Enabled }},
+	{"sharding", "spread members over every active replica, each holding a shard Lease (sharding.* in the config file)",
+		func(c *config.Config) any { return &c.Sharding.Enabled }},
 	{"log-level", fmt.Sprintf("log level, one of %v", config.LogLevels),
 		func(c *config.Config) any { return &c.LogLevel }},
 	{"allow-exec-auth", "accept member kubeconfigs whose user runs an exec credential plugin or auth-provider (runs commands inside leafsync's pod)",

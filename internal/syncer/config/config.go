@@ -46,6 +46,8 @@ type Config struct {
 	// Verification keeps new pods off a leaf until its member has shown
 	// it can run them.
 	Verification Verification `json:"verification"`
+	// Sharding spreads members over several active replicas.
+	Sharding Sharding `json:"sharding"`
 }
 
 // Leaves configures the leaf Node of each member and its heartbeat.
@@ -179,6 +181,7 @@ func Default() Config {
 		EvictionGuard: defaultEvictionGuard(),
 		KubeletAPI:    defaultKubeletAPI(),
 		Verification:  defaultVerification(),
+		Sharding:      defaultSharding(),
 	}
 }
 
@@ -229,6 +232,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.EvictionGuard.validate())
 	errs = append(errs, c.KubeletAPI.validate())
 	errs = append(errs, c.Verification.validate())
+	errs = append(errs, c.Sharding.validate(c.Store.Backend))
 	return errors.Join(errs...)
 }
 
