@@ -73,12 +73,16 @@ type MemberOptions struct {
 	KwokConfig string
 	// Address: see ClusterOptions.
 	Address string
+	// Audit writes the member's audit log of pod and node writes
+	// (ClusterOptions.Audit), e.g. to tell which leafsync replica wrote a
+	// member pod (its user agent).
+	Audit bool
 }
 
 // StartMember starts a member cluster with kwok nodes and running pods.
 func StartMember(t TB, opts MemberOptions) *Cluster {
 	t.Helper()
-	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings, KwokConfig: opts.KwokConfig, Address: opts.Address})
+	c := StartCluster(t, ClusterOptions{Name: opts.Name, Controllers: MemberControllers, Kwok: true, Timings: opts.Timings, KwokConfig: opts.KwokConfig, Address: opts.Address, Audit: opts.Audit})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, opts.Name+"-node", opts.Nodes, opts.Node)
