@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,24 +42,11 @@ func TestServiceDNSRealNode(t *testing.T) {
 	})
 	harness.StartNode(t, member, harness.NodeOptions{Name: "member-node", Network: network, Images: []string{agnhost}})
 	hc, mc := host.Client(), member.Client()
-	for _, n := range []string{leafsyncNamespace, appsNS} {
-		if err := host.EnsureNamespace(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	config := filepath.Join(harness.LogDir(t), "leafsync-config.yaml")
-	if err := os.WriteFile(config, []byte(testConfig), 0o600); err != nil {
+	if err := host.EnsureNamespace(ctx, appsNS); err != nil {
 		t.Fatal(err)
 	}
-	harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+leafsyncNamespace, "--config="+config)
-	if _, err := hc.CoreV1().Secrets(leafsyncNamespace).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "member-member", Namespace: leafsyncNamespace, Labels: map[string]string{"leafsync.io/cluster": "member"}},
-		Data:       map[string][]byte{"kubeconfig": member.Kubeconfig()},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	const leaf = "leaf-member"
-	waitNodeReady(t, host, leaf, 2*time.Minute)
+	serveMember(t, host, member, testConfig, nil)
+	const leaf = realNodeLeaf
 
 	if _, err := hc.CoreV1().Services(appsNS).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "api"},

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -48,32 +47,16 @@ func TestHostTokenRealNode(t *testing.T) {
 		Name: "member", Controllers: append(harness.MemberControllers, "nodelifecycle"), Scheduler: true, KubeletClientCert: true, Address: network.Gateway,
 	})
 	harness.StartNode(t, member, harness.NodeOptions{Name: "member-node", Network: network, Images: []string{archive}})
-	const ns = "leafsync-system"
-	for _, n := range []string{ns, appsNS} {
-		if err := host.EnsureNamespace(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+	if err := host.EnsureNamespace(ctx, appsNS); err != nil {
+		t.Fatal(err)
 	}
-	config := filepath.Join(harness.LogDir(t), "leafsync-config.yaml")
-	if err := os.WriteFile(config, []byte(`
+	// The pod is bound to the leaf by name: its taints do not matter.
+	serveMember(t, host, member, `
 hysteresis: {probeInterval: 1s, cordonAfter: 2s, notReadyAfter: 10s, readyAfter: 4s, window: 60s}
 leaves: {leaseRenewInterval: 1s, leaseDuration: 40s, leaseRenewTimeout: 8s}
 members: {probeTimeout: 1s}
 verification: {retryMin: 1s, retryMax: 2s, canary: false}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+ns, "--config="+config, "--host-api-server="+host.Addr())
-	if _, err := host.Client().CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "member-member", Namespace: ns, Labels: map[string]string{"leafsync.io/cluster": "member"}},
-		Data:       map[string][]byte{"kubeconfig": member.Kubeconfig()},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The pod is bound to the leaf by name: its taints do not matter.
-	if err := host.WaitNodesReady(ctx, []string{"leaf-member"}, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+`, nil, "--host-api-server="+host.Addr())
 
 	hc := host.Client()
 	if _, err := hc.CoreV1().ServiceAccounts(appsNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder"}}, metav1.CreateOptions{}); err != nil {

@@ -82,26 +82,8 @@ func TestPersistentVolumesRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := host.EnsureNamespace(ctx, leafsyncNamespace); err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(harness.LogDir(t), "leafsync-config.yaml")
-	if err := os.WriteFile(config, []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+leafsyncNamespace, "--config="+config)
-	if _, err := hc.CoreV1().Secrets(leafsyncNamespace).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "member-member", Namespace: leafsyncNamespace,
-			Labels:      map[string]string{"leafsync.io/cluster": "member"},
-			Annotations: map[string]string{"leafsync.io/storage-classes": "leaf-standard=member-local"},
-		},
-		Data: map[string][]byte{"kubeconfig": member.Kubeconfig()},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	const leaf = "leaf-member"
-	waitNodeReady(t, host, leaf, 2*time.Minute)
+	serveMember(t, host, member, testConfig, map[string]string{"leafsync.io/storage-classes": "leaf-standard=member-local"})
+	const leaf = realNodeLeaf
 	if err := host.EnsureNamespace(ctx, appsNS); err != nil {
 		t.Fatal(err)
 	}
