@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -27,14 +29,18 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/enginestate"
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 )
 
 // MemberStatus is one row of `leafsync status`.
 type MemberStatus struct {
-	Cluster  string `json:"cluster"`
-	Secret   string `json:"secret"`
-	Leaf     string `json:"leaf"`
+	Cluster string `json:"cluster"`
+	Secret  string `json:"secret"`
+	Leaf    string `json:"leaf"`
+	// Owner is the replica that writes the member (its member Lease's
+	// holder, with sharding); "" without sharding or before one takes it.
+	Owner    string `json:"owner,omitempty"`
 	State    string `json:"state"`
 	Since    string `json:"since,omitempty"`
 	Cordoned bool   `json:"cordoned"`
@@ -64,6 +70,10 @@ func (r statusReader) read(ctx context.Context) ([]MemberStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing registration Secrets in %s: %w", r.namespace, err)
 	}
+	owners, err := r.owners(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var rows []MemberStatus
 	for _, s := range secrets.Items {
 		cluster := s.Labels[registration.LabelCluster]
@@ -72,7 +82,7 @@ func (r statusReader) read(ctx context.Context) ([]MemberStatus, error) {
 			leaf = "leaf-" + cluster
 		}
 		row := MemberStatus{
-			Cluster: cluster, Secret: s.Name, Leaf: leaf, State: "-",
+			Cluster: cluster, Secret: s.Name, Leaf: leaf, State: "-", Owner: owners[cluster],
 			Link:         s.Annotations[registration.AnnotationStatus],
 			Verified:     dash(s.Annotations[registration.AnnotationVerified]),
 			VerifyFailed: s.Annotations[registration.AnnotationVerifyFailed],
@@ -100,6 +110,32 @@ func (r statusReader) read(ctx context.Context) ([]MemberStatus, error) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Cluster < rows[j].Cluster })
 	return rows, nil
+}
+
+// owners reads, with one list of the member Leases, which replica writes
+// each member: the holder's incarnation (<replica>-<8 hex digits>) without
+// its suffix. Without sharding there are none.
+func (r statusReader) owners(ctx context.Context) (map[string]string, error) {
+	leases, err := r.host.CoordinationV1().Leases(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: shard.LabelLeaseKind + "=member"})
+	if err != nil {
+		return nil, fmt.Errorf("listing member Leases in %s: %w", r.namespace, err)
+	}
+	owners := map[string]string{}
+	for _, l := range leases.Items {
+		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != "" {
+			owners[l.Annotations[shard.AnnotationCluster]] = replicaOf(holder)
+		}
+	}
+	return owners, nil
+}
+
+// incarnationSuffix is what a replica adds to its name for each
+// incarnation.
+var incarnationSuffix = regexp.MustCompile(`-[0-9a-f]{8}$`)
+
+// replicaOf is the replica name of an incarnation.
+func replicaOf(incarnation string) string {
+	return incarnationSuffix.ReplaceAllString(incarnation, "")
 }
 
 // leafState maps the leaf's Ready condition (written by leafsync from the
@@ -131,9 +167,10 @@ func newStatusCommand() *cobra.Command {
 	var kubeconfig, namespace, output, configFile string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show every registered member: state, cordon, link, synced pods, last error",
+		Short: "Show every registered member: owner, state, cordon, link, synced pods, last error",
 		Long: `status reads the host cluster (registration Secrets, leaf Nodes and their
-pods) and prints one row per registered member. Installed on PATH as
+pods, member Leases) and prints one row per registered member. With more
+than one replica, OWNER is the replica that writes the member. Installed on PATH as
 kubectl-leafsync, it also runs as "kubectl leafsync status".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -256,13 +293,13 @@ func printStatus(w io.Writer, rows []MemberStatus, output string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tLEAF\tSTATE\tSINCE\tCORDONED\tVERIFIED\tPENALTY\tLINK\tSYNCED PODS\tOWED\tLAST ERROR")
+	fmt.Fprintln(tw, "CLUSTER\tLEAF\tOWNER\tSTATE\tSINCE\tCORDONED\tVERIFIED\tPENALTY\tLINK\tSYNCED PODS\tOWED\tLAST ERROR")
 	for _, r := range rows {
 		lastError := r.LastError
 		if lastError == "" && r.VerifyFailed != "" {
 			lastError = "verification: " + r.VerifyFailed
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Cluster, r.Leaf, r.State, dash(r.Since), r.Cordoned, r.Verified,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Cluster, r.Leaf, dash(r.Owner), r.State, dash(r.Since), r.Cordoned, r.Verified,
 			dash(r.Penalty), dash(r.Link), r.SyncedPods, dash(r.Owed), dash(truncate(lastError, 80)))
 	}
 	return tw.Flush()
