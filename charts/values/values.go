@@ -33,7 +33,7 @@ type Values struct {
 	Image            Image  `json:"image"`
 	// ImagePullSecrets are references ({name: …}) to Secrets of the release namespace.
 	ImagePullSecrets []Object `json:"imagePullSecrets"`
-	// ReplicaCount is the number of leafsync pods; one leads (leader election is always on).
+	// ReplicaCount is the number of leafsync pods. More than one share the members (sharding), unless config.sharding.enabled is false: then one leads and the others stand by.
 	ReplicaCount int `json:"replicaCount" jsonschema:"minimum=1"`
 	// LogLevel of leafsync.
 	LogLevel string `json:"logLevel" jsonschema:"enum=debug,enum=info,enum=error"`
@@ -157,7 +157,7 @@ type Dashboard struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// PodDisruptionBudget keeps one replica up (rendered with more than one).
+// PodDisruptionBudget lets at most one replica be disrupted at a time (rendered with more than one).
 type PodDisruptionBudget struct {
 	Enabled bool `json:"enabled"`
 }

@@ -6,12 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -149,4 +153,137 @@ prometheusRule: {force: true}
 	if off := helm(t, "template", "leafsync", chartDir, "-f", values, "--set", "nodeFence.enabled=false"); strings.Contains(off, "node-fence") {
 		t.Errorf("nodeFence.enabled=false still renders the node fence")
 	}
+}
+
+// renderedChart is what `helm template` made of the chart, by kind (the
+// last object of each kind).
+type renderedChart struct {
+	deploy appsv1.Deployment
+	role   rbacv1.Role // the Role of leafsync's own namespace
+	pdb    bool
+	config config.Config
+}
+
+func renderChart(t *testing.T, release string, args ...string) renderedChart {
+	t.Helper()
+	out := helm(t, append([]string{"template", release, chartDir, "-n", leafsyncNamespace}, args...)...)
+	var r renderedChart
+	for _, doc := range strings.Split(out, "\n---") {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Data map[string]string `json:"data"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("rendered chart is not YAML: %v\n%s", err, doc)
+		}
+		var err error
+		switch {
+		case meta.Kind == "Deployment":
+			err = yaml.Unmarshal([]byte(doc), &r.deploy)
+		case meta.Kind == "Role" && meta.Metadata.Namespace == leafsyncNamespace && !strings.HasSuffix(meta.Metadata.Name, "-uninstall"):
+			err = yaml.Unmarshal([]byte(doc), &r.role)
+		case meta.Kind == "PodDisruptionBudget":
+			r.pdb = true
+		case meta.Kind == "ConfigMap" && strings.HasSuffix(meta.Metadata.Name, "-config"):
+			// Loaded and validated as leafsync run loads it.
+			f := filepath.Join(t.TempDir(), "config.yaml")
+			if err = os.WriteFile(f, []byte(meta.Data["config.yaml"]), 0o600); err == nil {
+				if r.config, err = config.Load(f); err == nil {
+					err = r.config.Validate()
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", meta.Kind, meta.Metadata.Name, err)
+		}
+	}
+	return r
+}
+
+// podName is the env var that names the replica, from the downward API.
+func podName(d appsv1.Deployment) *corev1.EnvVar {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "POD_NAME" {
+			return &e
+		}
+	}
+	return nil
+}
+
+// TestHelmChartSharding: more than one replica share the members. With
+// replicaCount 3 the chart turns sharding on in leafsync's config with the
+// release as the ring, names each replica after its pod (POD_NAME from the
+// downward API), keeps a PodDisruptionBudget of one, rolls a new replica
+// in before an old one goes (maxUnavailable 0, maxSurge 1), gives a
+// stopping replica its drain timeout and 15s more, and lets leafsync
+// list, watch and write the Leases of its namespace. With one replica, or
+// with config.sharding.enabled false, none of it: leader election alone.
+func TestHelmChartSharding(t *testing.T) {
+	sharded := renderChart(t, "fleet", "--set", "replicaCount=3", "--set", "config.sharding.drainTimeout=1m")
+	if s := sharded.config.Sharding; !s.Enabled || s.Ring != "fleet" {
+		t.Errorf("replicaCount 3: config sharding %+v, want enabled with ring fleet (the release)", s)
+	}
+	if !sharded.pdb {
+		t.Errorf("replicaCount 3: no PodDisruptionBudget")
+	}
+	if e := podName(sharded.deploy); e == nil || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("replicaCount 3: POD_NAME %+v, want the pod's name from the downward API", e)
+	}
+	if s := sharded.deploy.Spec.Strategy; s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+		s.RollingUpdate.MaxUnavailable.String() != "0" || s.RollingUpdate.MaxSurge.String() != "1" {
+		t.Errorf("replicaCount 3: strategy %+v, want RollingUpdate maxUnavailable 0 maxSurge 1", s)
+	}
+	if g := sharded.deploy.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g < 60+15 {
+		t.Errorf("replicaCount 3: terminationGracePeriodSeconds %v, want at least drainTimeout (1m) + 15s", g)
+	}
+	if !roleAllowsLeases(sharded.role, "list", "watch", "create", "update", "patch", "delete") {
+		t.Errorf("replicaCount 3: the Role %+v does not let leafsync keep its shard and member Leases", sharded.role.Rules)
+	}
+
+	for name, args := range map[string][]string{
+		"replicaCount 1":                         {"--set", "replicaCount=1"},
+		"replicaCount 3, sharding.enabled false": {"--set", "replicaCount=3", "--set", "config.sharding.enabled=false"},
+	} {
+		r := renderChart(t, "fleet", args...)
+		if r.config.Sharding.Enabled {
+			t.Errorf("%s: sharding enabled", name)
+		}
+		if e := podName(r.deploy); e != nil {
+			t.Errorf("%s: POD_NAME set", name)
+		}
+		if s := r.deploy.Spec.Strategy; s.Type != "" {
+			t.Errorf("%s: strategy %+v, want the Deployment's default", name, s)
+		}
+		if g := r.deploy.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {
+			t.Errorf("%s: terminationGracePeriodSeconds %v, want 30", name, g)
+		}
+		if roleAllowsLeases(r.role, "list") || !roleAllowsLeases(r.role, "get", "create", "update") {
+			t.Errorf("%s: the Role's Lease rights %+v, want leader election's alone (get, create, update)", name, r.role.Rules)
+		}
+	}
+	if renderChart(t, "fleet", "--set", "replicaCount=1").pdb {
+		t.Errorf("replicaCount 1: a PodDisruptionBudget")
+	}
+}
+
+// roleAllowsLeases: the Role grants every verb on coordination.k8s.io
+// Leases of any name.
+func roleAllowsLeases(r rbacv1.Role, verbs ...string) bool {
+	for _, v := range verbs {
+		ok := false
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.APIGroups, "coordination.k8s.io") && slices.Contains(rule.Resources, "leases") &&
+				len(rule.ResourceNames) == 0 && slices.Contains(rule.Verbs, v) {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

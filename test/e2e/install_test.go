@@ -42,6 +42,9 @@ config:
   leaderElection: {leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
   members: {probeTimeout: 1s}
   verification: {retryMin: 1s, retryMax: 2s, canary: false}
+  # This journey is one leader and a standby; two replicas would share
+  # the members otherwise.
+  sharding: {enabled: false}
 uninstall: {timeout: 45s}
 `
 

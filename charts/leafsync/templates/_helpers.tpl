@@ -35,3 +35,41 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+"true" when the replicas share the members (docs/install.md, "Running
+more than one replica"): config.sharding.enabled when set, else more
+than one replica.
+*/}}
+{{- define "leafsync.sharded" -}}
+{{- $s := .Values.config.sharding | default dict -}}
+{{- if hasKey $s "enabled" -}}
+{{- $s.enabled -}}
+{{- else -}}
+{{- gt (int .Values.replicaCount) 1 -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+leafsync's config file: config, with sharding turned on and its ring
+named after the release when the replicas share the members.
+*/}}
+{{- define "leafsync.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if eq (include "leafsync.sharded" .) "true" -}}
+{{- $_ := set $config "sharding" (merge (deepCopy ($config.sharding | default dict)) (dict "enabled" true "ring" .Release.Name)) -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/*
+The seconds of a Go duration (90s, 1m30s, 1.5h), rounded up.
+*/}}
+{{- define "leafsync.seconds" -}}
+{{- $unit := dict "h" 3600 "m" 60 "s" 1 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9.]+(ns|us|µs|ms|h|m|s)" (toString .) -1 -}}
+{{- $total = addf $total (mulf (float64 (regexFind "^[0-9.]+" .)) (get $unit (regexReplaceAll "^[0-9.]+" . ""))) -}}
+{{- end -}}
+{{- ceil $total -}}
+{{- end -}}
