@@ -161,23 +161,14 @@ func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
 }
 
 // setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.
-// Leaf Node writes have a host client of their own, and Lease renewals
-// another, without a client-side rate limit: renewals are bounded by
-// themselves (one per leaf per renew interval, retries within it), so a
-// limiter could only make them queue — behind each other, or behind Node
-// writes when many members churn pods.
 func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, records *guard.Records, verifier *verify.Controller, clk clock.WithTicker) (*leaves.Controller, error) {
-	hostCfg := rest.CopyConfig(mgr.GetConfig())
-	hostCfg.QPS, hostCfg.Burst = 50, 100
-	host, err := kubernetes.NewForConfig(hostCfg)
+	host, err := leafClient(mgr.GetConfig())
 	if err != nil {
-		return nil, fmt.Errorf("host client for leaves: %w", err)
+		return nil, err
 	}
-	leaseCfg := rest.CopyConfig(mgr.GetConfig())
-	leaseCfg.QPS = -1 // no client-side rate limiter
-	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+	leaseClient, err := leafClient(mgr.GetConfig())
 	if err != nil {
-		return nil, fmt.Errorf("host client for leases: %w", err)
+		return nil, err
 	}
 	l := cfg.Leaves
 	o := leaves.Options{
@@ -204,4 +195,23 @@ func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry,
 	}
 	c := leaves.New(o)
 	return c, mgr.Add(c)
+}
+
+// leafClient is a host client of leaf Node writes or of leaf Lease
+// renewals (each has its own), without a client-side rate limit. Both
+// are bounded by themselves: renewals to one per leaf per renew interval, Node writes to
+// one per leaf per leaves' minGap and to as many in flight as the leaves
+// controller has workers. A limiter could only make them queue: one
+// member's node change is a write of each of that member's leaves at once
+// (200 at 400 registrations in make bench-scale), which 50 writes/s
+// spread over 4s, and renewals would queue behind them. The host's API
+// Priority and Fairness protects its API server.
+func leafClient(base *rest.Config) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.QPS = -1 // no client-side rate limiter
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("host client for leaves: %w", err)
+	}
+	return c, nil
 }
