@@ -21,6 +21,10 @@
 //	readiness (readiness.go)   probe outcome -> Registry.observe (engine
 //	                           step, Decided event) -> persister hook
 //	reporter (reporter.go)     registry status -> Secret annotations and Events
+//	ownership (ownership.go,   sharded across replicas: which members this
+//	takeover.go)               replica runs and writes; a member is taken
+//	                           before it is published, and handed over
+//	                           without cleanup
 //
 // Nothing in Reconcile talks to a member: connecting and probing happen in
 // the member runtimes' goroutines, so one bad member never slows another.
@@ -112,6 +116,9 @@ type Options struct {
 	// accepted, with the decision the Decided event carries (e.g. to
 	// persist its Snapshot). It must not block.
 	OnObserve func(cluster string, d hysteresis.Decision)
+	// Ownership (nil: not sharded) is this replica's share of the members
+	// when they are sharded across replicas (ownership.go).
+	Ownership Ownership
 }
 
 // Controller reconciles registration Secrets: it owns the registration
@@ -152,14 +159,16 @@ func New(c client.Client, o Options) (*Controller, error) {
 	}
 	log := o.Logger.WithName("clusters")
 	reg := newRegistry(o.Engine, o.Clock)
+	reg.own = o.Ownership
 	ctl := &Controller{
 		client:         c,
 		opts:           o,
 		log:            log,
 		reg:            reg,
-		reporter:       newReporter(c, reg, o.Recorder, o.StatusInterval, o.Clock),
 		pendingCleanup: map[types.NamespacedName]Deregistration{},
 	}
+	ctl.reporter = newReporter(c, reg, o.Recorder, o.StatusInterval, o.Clock)
+	ctl.reporter.may = ctl.writes
 	ctl.runtimes = &runtimes{
 		settings:        o.Runtime,
 		reg:             reg,
@@ -175,10 +184,19 @@ func New(c client.Client, o Options) (*Controller, error) {
 				}
 			}
 		},
-		clock: probeClock(o.Clock),
-		log:   log,
-		swaps: map[string]*swap{},
-		gates: map[*member.Runtime]context.CancelFunc{},
+		clock:   probeClock(o.Clock),
+		log:     log,
+		swaps:   map[string]*swap{},
+		gates:   map[*member.Runtime]context.CancelFunc{},
+		pending: map[string]*swap{},
+	}
+	if own := o.Ownership; own != nil {
+		ctl.runtimes.take = own.Take
+		ctl.runtimes.restore = func(ctx context.Context, cluster string) {
+			if o.Restore != nil {
+				o.Restore(ctx, cluster, reg)
+			}
+		}
 	}
 	return ctl, nil
 }
@@ -222,8 +240,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-// NeedLeaderElection: member runtimes run only on the leader.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: member runtimes run only on the leader, unless
+// members are sharded (every replica runs its share).
+func (c *Controller) NeedLeaderElection() bool { return !c.reg.Sharded() }
 
 // Shutdown stops every member runtime and waits for them. Reconcile starts
 // nothing afterwards.

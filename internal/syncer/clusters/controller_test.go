@@ -157,11 +157,21 @@ func newEnv(t *testing.T, funcs ...interceptor.Funcs) *env {
 		srv: membertest.NewServer(t, []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, nil),
 		clk: clocktesting.NewFakeClock(time.Now()),
 	}
-	e.ctl, err = New(e.c, Options{
+	e.ctl, err = New(e.c, e.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.ctl.Shutdown)
+	return e
+}
+
+// options are the controller's options in these tests.
+func (e *env) options() Options {
+	return Options{
 		Namespace:      ns,
 		Engine:         e.eng,
 		Recorder:       e.rec,
-		Logger:         testr.New(t),
+		Logger:         testr.New(e.t),
 		StatusInterval: time.Nanosecond,
 		Clock:          e.clk,
 		Runtime: RuntimeSettings{
@@ -170,12 +180,7 @@ func newEnv(t *testing.T, funcs ...interceptor.Funcs) *env {
 			SwapTimeout:  5 * time.Second,
 			Breaker:      member.BreakerSettings{ConsecutiveFailures: 100, OpenTimeout: time.Second, HalfOpenRequests: 1},
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(e.ctl.Shutdown)
-	return e
 }
 
 func (e *env) create(name, cluster string, kubeconfig []byte, annotations map[string]string, age time.Duration) {

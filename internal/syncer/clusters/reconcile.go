@@ -34,6 +34,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
+	if res, done, err := c.shardGate(ctx, &s); done {
+		return res, err
+	}
 	cluster, labelled := s.Labels[registration.LabelCluster]
 	if !s.DeletionTimestamp.IsZero() || !labelled {
 		return c.deregister(ctx, &s)
@@ -83,10 +86,14 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	c.reporter.unknownAnnotations(&s)
 
-	if err := c.ensureFinalizer(ctx, &s); err != nil {
+	// Sharded: the finalizer is the writer's to add, and the saved state
+	// is restored once the member is taken (takeover.go).
+	if !c.acting(spec.Cluster) {
+		// Not yet: the runtime takes the member first.
+	} else if err := c.ensureFinalizer(ctx, &s); err != nil {
 		return reconcile.Result{}, err
 	}
-	if c.opts.Restore != nil {
+	if c.opts.Restore != nil && !c.reg.Sharded() {
 		if _, running := c.reg.Member(spec.Cluster); !running {
 			c.opts.Restore(ctx, spec.Cluster, c.reg)
 		}
@@ -125,6 +132,10 @@ func (c *Controller) duplicate(ctx context.Context, s *corev1.Secret, winner *co
 		}
 		c.enqueue(client.ObjectKeyFromObject(winner))
 	}
+	if !c.acting(cluster) {
+		// Sharded: the member's writer says so.
+		return reconcile.Result{}, nil
+	}
 	if err := c.removeFinalizer(ctx, s); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -155,6 +166,7 @@ func (c *Controller) deregister(ctx context.Context, s *corev1.Secret) (reconcil
 		if err := c.removeFinalizer(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
+		c.releaseMember(ctx, cluster)
 		c.reporter.event(s, corev1.EventTypeNormal, reasonDeregistered, "Deregister", fmt.Sprintf(
 			"cluster %q is deregistered: its connection is closed and what leafsync created for it is removed", cluster))
 	} else if owned, ok := c.reg.clusterOf(key); ok {

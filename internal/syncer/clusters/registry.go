@@ -182,6 +182,8 @@ type hook struct {
 type Registry struct {
 	engine Engine
 	clock  clock.PassiveClock
+	// own is the sharding's ownership (nil: not sharded); set once by New.
+	own Ownership
 
 	mu sync.Mutex
 	// host is the host's identity, once read (identity.go).

@@ -28,6 +28,9 @@ type reporter struct {
 	recorder events.EventRecorder
 	interval time.Duration
 	clock    clock.PassiveClock
+	// may (nil: always) says whether this replica writes the Secret
+	// (sharding).
+	may func(*corev1.Secret) bool
 
 	// lastWrite is when each Secret's status annotations were last written.
 	lastWrite map[types.NamespacedName]time.Time
@@ -45,7 +48,7 @@ func newReporter(c client.Client, reg *Registry, recorder events.EventRecorder, 
 func (w *reporter) writeStatus(ctx context.Context, s *corev1.Secret) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(s)
 	st, ok := w.reg.currentStatus(s.Labels[registration.LabelCluster], key)
-	if !ok {
+	if !ok || !w.allowed(s) {
 		return reconcile.Result{}, nil
 	}
 	msg := truncate(st.Message, 1000)
@@ -92,6 +95,9 @@ func (w *reporter) writeStatus(ctx context.Context, s *corev1.Secret) (reconcile
 // unknownAnnotations warns once per change about leafsync.io/
 // annotations nothing reads (most likely misspelt).
 func (w *reporter) unknownAnnotations(s *corev1.Secret) {
+	if !w.allowed(s) {
+		return
+	}
 	key := client.ObjectKeyFromObject(s)
 	unknown := registration.UnknownAnnotations(s.Annotations)
 	joined := strings.Join(unknown, ",")
@@ -127,6 +133,8 @@ func (w *reporter) clearStatus(ctx context.Context, s *corev1.Secret) error {
 	}
 	return w.client.Patch(ctx, s, patch)
 }
+
+func (w *reporter) allowed(s *corev1.Secret) bool { return w.may == nil || w.may(s) }
 
 // forget drops what the reporter keeps about a Secret.
 func (w *reporter) forget(key types.NamespacedName) {

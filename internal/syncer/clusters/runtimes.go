@@ -34,9 +34,15 @@ type runtimes struct {
 	releaseClaim func(ctx context.Context, cluster string, rt *member.Runtime)
 	clock        clock.Clock
 	log          logr.Logger
+	// take (nil: not sharded) makes this replica the member's writer
+	// (Ownership.Take); restore hands the member's saved state to the
+	// Registry once taken.
+	take    func(ctx context.Context, cluster string) (bool, error)
+	restore func(ctx context.Context, cluster string)
 
 	mu       sync.Mutex
 	swaps    map[string]*swap // reconnects in progress, by cluster
+	pending  map[string]*swap // sharded: runtimes waiting to take their member, by cluster
 	gates    map[*member.Runtime]context.CancelFunc
 	shutdown bool
 	bg       sync.WaitGroup
@@ -58,6 +64,9 @@ func (r *runtimes) apply(spec *registration.Spec) error {
 	}
 	m, registered := r.reg.Member(spec.Cluster)
 	switch {
+	case !registered && r.take != nil:
+		return r.takeOverLocked(spec)
+
 	case !registered:
 		rt, err := r.newRuntime(spec)
 		if err != nil {
@@ -158,6 +167,7 @@ func (r *runtimes) promote(cluster string, rt *member.Runtime, synced bool) {
 func (r *runtimes) stop(cluster string, forget bool) Deregistration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.cancelPendingLocked(cluster)
 	d, active, ok := r.reg.remove(cluster)
 	if forget {
 		r.reg.forget(cluster)
@@ -196,6 +206,10 @@ func (r *runtimes) stopAll() {
 	for _, sw := range r.swaps {
 		sw.cancel()
 		rts = append(rts, sw.rt)
+	}
+	for _, p := range r.pending {
+		p.cancel()
+		rts = append(rts, p.rt)
 	}
 	for _, cancel := range r.gates {
 		cancel()

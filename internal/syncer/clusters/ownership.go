@@ -1,0 +1,171 @@
+package clusters
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/leafsync/leafsync/internal/syncer/registration"
+)
+
+// Ownership is this replica's share of the members when they are sharded
+// across replicas (a *shard.Sharder, docs/scaling.md). Nil: this replica
+// acts on every member (alone, or as the elected leader).
+//
+// In sharded mode a replica runs a member only while Acting says so:
+//
+//	not Assigned, not Acting ─> nothing runs, nothing is written
+//	Assigned, not Acting ─────> the runtime starts unpublished; once its
+//	                            caches synced (or SwapTimeout passed) it
+//	                            Takes the member, then restores its saved
+//	                            state and publishes it (runtimes.takeOver)
+//	Acting ───────────────────> the registration lifecycle as unsharded:
+//	                            finalizer, status, Events, cleanup
+//	was Acting, a newer holder ─> the runtime stops (MemberRemoved: the
+//	                            leaf and its pods are left to the new
+//	                            holder; nothing is cleaned up)
+type Ownership interface {
+	// Assigned: the assignment gives the member to this replica.
+	Assigned(cluster string) bool
+	// Acting: this replica is the member's writer now.
+	Acting(cluster string) bool
+	// Take makes this replica the member's writer if the sharding rules
+	// allow it now; it reports whether it is the writer afterwards.
+	Take(ctx context.Context, cluster string) (bool, error)
+	// Release gives a deregistered member up.
+	Release(ctx context.Context, cluster string) error
+}
+
+// takeRetry spaces the tries to take a member this replica is assigned.
+const takeRetry = time.Second
+
+// Sharded reports whether members are sharded across replicas: then each
+// component acts on a member only while Acting(member), and runs on every
+// replica (NeedLeaderElection false).
+func (r *Registry) Sharded() bool { return r.own != nil }
+
+// Acting reports whether this replica may write for the member now: always
+// when not sharded; when sharded, while it is the member's writer. Check
+// it before every write to the host for a member (leaf Node, leaf Lease,
+// host pod): a replica that lost the member, or its own shard Lease, must
+// write nothing.
+func (r *Registry) Acting(cluster string) bool { return r.own == nil || r.own.Acting(cluster) }
+
+// shardGate applies the ownership rules before a Secret's registration
+// lifecycle: done means there is nothing more to do for the Secret now
+// (another replica acts on its member, or will).
+func (c *Controller) shardGate(ctx context.Context, s *corev1.Secret) (res reconcile.Result, done bool, err error) {
+	own := c.opts.Ownership
+	if own == nil {
+		return reconcile.Result{}, false, nil
+	}
+	key := client.ObjectKeyFromObject(s)
+	cluster, labelled := s.Labels[registration.LabelCluster]
+	if owned, ok := c.reg.clusterOf(key); ok && owned != cluster {
+		if !own.Acting(owned) {
+			c.runtimes.handOver(owned)
+		}
+		if !labelled {
+			cluster = owned
+		}
+	}
+	if cluster == "" {
+		// Unlabelled, and not a member this replica runs: the replica
+		// that acts on its member, if any, deregisters it.
+		c.forget(key)
+		return reconcile.Result{}, true, nil
+	}
+	if own.Acting(cluster) {
+		return reconcile.Result{}, false, nil
+	}
+	// Not the writer: what this replica published for the member goes
+	// (another replica took it, or this one's shard Lease lapsed).
+	if _, published := c.reg.Member(cluster); published {
+		c.log.Info("member handed over: another replica is its writer now, or this replica's shard Lease lapsed", "cluster", cluster)
+		c.runtimes.handOver(cluster)
+	}
+	if !own.Assigned(cluster) {
+		c.runtimes.handOver(cluster) // a take under way, too
+		c.forget(key)
+		return reconcile.Result{}, true, nil
+	}
+	if s.DeletionTimestamp.IsZero() && labelled {
+		// The lifecycle runs; the member's runtime takes it when ready
+		// (runtimes.takeOver), and the Secret is written from then on.
+		return reconcile.Result{}, false, nil
+	}
+	// Deregistered: the cleanup needs no runtime, only the member.
+	if !controllerutil.ContainsFinalizer(s, registration.Finalizer) {
+		return reconcile.Result{}, true, nil
+	}
+	taken, err := own.Take(ctx, cluster)
+	if err != nil || !taken {
+		return reconcile.Result{RequeueAfter: takeRetry}, true, err
+	}
+	return reconcile.Result{}, false, nil
+}
+
+// writes reports whether this replica writes the Secret's status and
+// Events: unsharded always; sharded, when it acts on the member, or when
+// it is assigned a member that runs nowhere here (a refused registration:
+// someone must say why).
+func (c *Controller) writes(s *corev1.Secret) bool {
+	own := c.opts.Ownership
+	if own == nil {
+		return true
+	}
+	cluster, ok := c.reg.clusterOf(client.ObjectKeyFromObject(s))
+	if !ok {
+		cluster = s.Labels[registration.LabelCluster]
+	}
+	if cluster == "" {
+		return false
+	}
+	return own.Acting(cluster) || (own.Assigned(cluster) && !c.runtimes.has(cluster))
+}
+
+// releaseMember gives a deregistered member up (sharded), so its Lease
+// names no writer.
+func (c *Controller) releaseMember(ctx context.Context, cluster string) {
+	if own := c.opts.Ownership; own != nil {
+		if err := own.Release(ctx, cluster); err != nil {
+			c.log.Info("releasing the deregistered member's Lease failed", "cluster", cluster, "error", err.Error())
+		}
+	}
+}
+
+// acting reports whether this replica is the member's writer (always
+// when not sharded).
+func (c *Controller) acting(cluster string) bool { return c.reg.Acting(cluster) }
+
+// EnqueueClusters looks again at the registration Secrets of clusters (nil:
+// every one): the sharding's OnChange, when an assignment or a member's
+// writer may have changed.
+func (c *Controller) EnqueueClusters(clusters []string) {
+	ctx := context.Background()
+	var list corev1.SecretList
+	opts := []client.ListOption{client.InNamespace(c.opts.Namespace)}
+	if clusters == nil {
+		opts = append(opts, client.HasLabels{registration.LabelCluster})
+	}
+	want := map[string]bool{}
+	for _, m := range clusters {
+		want[m] = true
+	}
+	if err := c.client.List(ctx, &list, opts...); err != nil {
+		c.log.Error(err, "listing registration Secrets")
+		return
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		name, labelled := s.Labels[registration.LabelCluster]
+		owned, ok := c.reg.clusterOf(client.ObjectKeyFromObject(s))
+		if clusters == nil || (labelled && want[name]) || (ok && want[owned]) {
+			c.enqueue(client.ObjectKeyFromObject(s))
+		}
+	}
+}

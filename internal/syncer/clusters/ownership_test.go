@@ -1,0 +1,223 @@
+package clusters
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/leafsync/leafsync/internal/syncer/registration"
+)
+
+// ownership is a fake sharding: the test says which members are assigned
+// to this replica and whether a take succeeds.
+type ownership struct {
+	mu       sync.Mutex
+	assigned map[string]bool
+	acting   map[string]bool
+	mayTake  map[string]bool
+	takes    map[string]int
+	released []string
+}
+
+func newOwnership() *ownership {
+	return &ownership{assigned: map[string]bool{}, acting: map[string]bool{}, mayTake: map[string]bool{}, takes: map[string]int{}}
+}
+
+func (o *ownership) Assigned(c string) bool { o.mu.Lock(); defer o.mu.Unlock(); return o.assigned[c] }
+func (o *ownership) Acting(c string) bool   { o.mu.Lock(); defer o.mu.Unlock(); return o.acting[c] }
+
+func (o *ownership) Take(_ context.Context, c string) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.takes[c]++
+	if o.mayTake[c] {
+		o.acting[c] = true
+	}
+	return o.acting[c], nil
+}
+
+func (o *ownership) Release(_ context.Context, c string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.released = append(o.released, c)
+	o.acting[c] = false
+	return nil
+}
+
+func (o *ownership) set(f func(o *ownership)) { o.mu.Lock(); defer o.mu.Unlock(); f(o) }
+
+func (o *ownership) takesOf(c string) int { o.mu.Lock(); defer o.mu.Unlock(); return o.takes[c] }
+
+// newShardedEnv is newEnv with members sharded by own.
+func newShardedEnv(t *testing.T, own Ownership) *env {
+	e := newEnv(t)
+	o := e.options()
+	o.Ownership = own
+	ctl, err := New(e.c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ctl = ctl
+	t.Cleanup(ctl.Shutdown)
+	return e
+}
+
+// untouched fails the test if the Secret carries anything of leafsync's
+// or has an Event.
+func (e *env) untouched(name string) {
+	e.t.Helper()
+	s := e.get(name)
+	if controllerutil.ContainsFinalizer(s, registration.Finalizer) || s.Annotations[registration.AnnotationStatus] != "" {
+		e.t.Errorf("Secret %s written by a replica that does not act on its member: finalizers %v, annotations %v", name, s.Finalizers, s.Annotations)
+	}
+	e.rec.mu.Lock()
+	defer e.rec.mu.Unlock()
+	if len(e.rec.events) > 0 {
+		e.t.Errorf("Events by a replica that does not act on the member: %v", e.rec.events)
+	}
+}
+
+// TestShardedMemberOfAnotherReplica: a member neither assigned to this
+// replica nor held by it runs nowhere here, and its Secret is not written.
+func TestShardedMemberOfAnotherReplica(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own := newOwnership()
+	e := newShardedEnv(t, own)
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
+	e.mustReconcile("east")
+	if _, ok := e.ctl.Registry().Member("east"); ok || e.ctl.runtimes.has("east") {
+		t.Fatal("a runtime runs for a member of another replica")
+	}
+	if n := own.takesOf("east"); n != 0 {
+		t.Errorf("%d takes of a member not assigned here", n)
+	}
+	e.untouched("east")
+	e.ctl.Shutdown()
+	e.srv.Close()
+}
+
+// TestShardedTakeBeforePublish: an assigned member's runtime connects
+// first, and the member is published (leaves and pod sync engage) and its
+// Secret written only once the take succeeded.
+func TestShardedTakeBeforePublish(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own := newOwnership()
+	own.set(func(o *ownership) { o.assigned["east"] = true })
+	e := newShardedEnv(t, own)
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
+	e.mustReconcile("east")
+	if !e.ctl.runtimes.has("east") {
+		t.Fatal("no runtime for an assigned member")
+	}
+	// The take is tried, and refused (the writer is another replica).
+	deadline := time.Now().Add(10 * time.Second)
+	for own.takesOf("east") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the runtime never tried to take its member")
+		}
+		time.Sleep(10 * time.Millisecond)
+		e.tick()
+		e.clk.Step(takeRetry)
+	}
+	e.mustReconcile("east")
+	if _, ok := e.ctl.Registry().Member("east"); ok {
+		t.Fatal("member published before this replica took it")
+	}
+	e.untouched("east")
+
+	own.set(func(o *ownership) { o.mayTake["east"] = true })
+	e.eventually("east", "the member taken and published", func() bool {
+		e.clk.Step(takeRetry)
+		_, ok := e.ctl.Registry().Member("east")
+		return ok
+	})
+	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
+	if !controllerutil.ContainsFinalizer(e.get("east"), registration.Finalizer) {
+		t.Error("no finalizer once the member is this replica's")
+	}
+	e.ctl.Shutdown()
+	e.srv.Close()
+}
+
+// TestShardedHandOverStopsWithoutCleanup: when another replica becomes
+// the member's writer, this one stops the member's runtime, runs no
+// cleanup hook, and leaves the Secret (finalizer included) to the writer.
+func TestShardedHandOverStopsWithoutCleanup(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own := newOwnership()
+	own.set(func(o *ownership) { o.assigned["east"], o.mayTake["east"] = true, true })
+	e := newShardedEnv(t, own)
+	hooks := 0
+	e.ctl.Registry().OnDeregister("leaf-node", func(context.Context, Deregistration) error { hooks++; return nil })
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
+	e.eventually("east", "Connected", func() bool {
+		e.clk.Step(takeRetry)
+		return e.phase("east") == "Connected/MemberConnected"
+	})
+	sub := e.ctl.Registry().Subscribe()
+	defer sub.Close()
+
+	// Rebalanced: another replica took the member.
+	own.set(func(o *ownership) { o.assigned["east"], o.acting["east"], o.mayTake["east"] = false, false, false })
+	e.mustReconcile("east")
+	if _, ok := e.ctl.Registry().Member("east"); ok || e.ctl.runtimes.has("east") {
+		t.Fatal("the member still runs here after another replica took it")
+	}
+	if hooks != 0 {
+		t.Errorf("%d cleanup hooks ran on a hand-over: the leaf and its pods are the new writer's", hooks)
+	}
+	s := e.get("east")
+	if !controllerutil.ContainsFinalizer(s, registration.Finalizer) {
+		t.Error("the finalizer was removed on a hand-over")
+	}
+	removed := false
+	for !removed {
+		select {
+		case ev := <-sub.Events():
+			removed = ev.Type == MemberRemoved && ev.Cluster == "east"
+		case <-time.After(10 * time.Second):
+			t.Fatal("no MemberRemoved: leaves and pod sync keep acting on the member")
+		}
+	}
+	e.ctl.Shutdown()
+	e.srv.Close()
+}
+
+// TestShardedDeregistrationTakesTheMember: a deleted Secret whose member's
+// writer is gone is cleaned up by the replica it is assigned to, after a
+// take; the member's Lease is released.
+func TestShardedDeregistrationTakesTheMember(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own := newOwnership()
+	own.set(func(o *ownership) { o.assigned["east"], o.mayTake["east"] = true, true })
+	e := newShardedEnv(t, own)
+	hooks := 0
+	e.ctl.Registry().OnDeregister("leaf-node", func(context.Context, Deregistration) error { hooks++; return nil })
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
+	e.eventually("east", "Connected", func() bool {
+		e.clk.Step(takeRetry)
+		return e.phase("east") == "Connected/MemberConnected"
+	})
+	// The writer lost its shard Lease; the Secret is deleted meanwhile.
+	own.set(func(o *ownership) { o.acting["east"], o.mayTake["east"] = false, false })
+	if err := e.c.Delete(e.ctx, e.get("east")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.reconcile("east"); err != nil || res.RequeueAfter <= 0 || hooks != 0 || e.get("east") == nil {
+		t.Fatalf("deregistered without being the writer: %+v, %v, %d hooks", res, err, hooks)
+	}
+	own.set(func(o *ownership) { o.mayTake["east"] = true })
+	e.mustReconcile("east")
+	if hooks != 1 || e.get("east") != nil {
+		t.Fatalf("after the take: %d hooks, Secret %v", hooks, e.get("east"))
+	}
+	if len(own.released) != 1 || own.released[0] != "east" {
+		t.Errorf("released = %v, want the member's Lease released", own.released)
+	}
+	e.ctl.Shutdown()
+	e.srv.Close()
+}

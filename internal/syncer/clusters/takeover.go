@@ -1,0 +1,133 @@
+package clusters
+
+import (
+	"context"
+
+	"github.com/leafsync/leafsync/internal/syncer/registration"
+)
+
+// Sharded mode: a member this replica is assigned but does not act on yet
+// gets a runtime that is not published in the Registry (no leaf, no pod
+// sync, no status) until the runtime has taken the member. The take waits
+// for the runtime's caches to sync, bounded by SwapTimeout (make before
+// break: the previous writer keeps serving meanwhile; a member that cannot
+// be reached is taken all the same, so its leaf's Lease is renewed from
+// its saved state). Then the member's saved state is restored and the
+// member published; its Secret is looked at again, now as its writer's.
+
+// takeOverLocked starts (or keeps) the unpublished runtime of spec's
+// member and its take; r.mu must be held.
+func (r *runtimes) takeOverLocked(spec *registration.Spec) error {
+	if p := r.pending[spec.Cluster]; p != nil {
+		if p.spec.ConnectionHash == spec.ConnectionHash {
+			p.spec = spec
+			return nil
+		}
+		r.cancelPendingLocked(spec.Cluster)
+	}
+	rt, err := r.newRuntime(spec)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &swap{rt: rt, spec: spec, cancel: cancel}
+	r.pending[spec.Cluster] = p
+	r.gates[rt] = cancel
+	r.bg.Add(2)
+	go func() {
+		defer r.bg.Done()
+		// The connect gate, as for a published runtime.
+		if r.admit(ctx, spec, rt) {
+			rt.Start(context.Background())
+		}
+		r.mu.Lock()
+		delete(r.gates, rt)
+		r.mu.Unlock()
+	}()
+	go func() {
+		defer r.bg.Done()
+		r.takeAndPublish(ctx, p)
+	}()
+	r.log.Info("member assigned to this replica: taking it once its caches synced", "cluster", spec.Cluster)
+	return nil
+}
+
+// takeAndPublish takes p's member once p's runtime synced (or SwapTimeout
+// passed), then publishes it; it gives up when ctx ends (p cancelled).
+func (r *runtimes) takeAndPublish(ctx context.Context, p *swap) {
+	cluster := p.rt.Cluster()
+	syncCtx, cancelSync := context.WithTimeout(ctx, r.settings.SwapTimeout)
+	synced := p.rt.WaitForCacheSync(syncCtx)
+	cancelSync()
+	for ctx.Err() == nil {
+		taken, err := r.take(ctx, cluster)
+		if err != nil {
+			r.log.V(1).Info("taking the member failed; trying again", "cluster", cluster, "error", err.Error())
+		}
+		if taken {
+			break
+		}
+		t := r.clock.NewTimer(takeRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	// The previous writer's last record is final now: restore it before
+	// the member's first published decision.
+	r.restore(ctx, cluster)
+	r.mu.Lock()
+	if r.pending[cluster] != p || r.shutdown {
+		r.mu.Unlock()
+		return // superseded; whoever cancelled stops p.rt
+	}
+	delete(r.pending, cluster)
+	r.reg.add(p.spec, p.rt)
+	r.mu.Unlock()
+	r.log.Info("member taken: this replica is its writer", "cluster", cluster, "synced", synced)
+	r.enqueue(p.spec.Secret)
+}
+
+// cancelPendingLocked abandons a take under way and stops its runtime;
+// r.mu must be held.
+func (r *runtimes) cancelPendingLocked(cluster string) {
+	p := r.pending[cluster]
+	if p == nil {
+		return
+	}
+	delete(r.pending, cluster)
+	p.cancel()
+	r.stopAsync(p.rt)
+}
+
+// handOver stops what this replica runs for a member another replica
+// writes now: no cleanup hooks, and the member keeps this host's claim.
+// Its engine state goes; the next writer restores the saved one.
+func (r *runtimes) handOver(cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancelPendingLocked(cluster)
+	_, active, ok := r.reg.remove(cluster)
+	r.reg.forget(cluster)
+	if !ok {
+		return
+	}
+	r.cancelSwapLocked(cluster)
+	if active != nil {
+		r.stopAsync(active)
+	}
+	r.log.Info("member runtime stopped: handed over", "cluster", cluster)
+}
+
+// has reports whether a runtime of the member runs here, published or
+// taking the member.
+func (r *runtimes) has(cluster string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, published := r.reg.Member(cluster)
+	return published || r.pending[cluster] != nil
+}
