@@ -3,11 +3,20 @@ package shard
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/leafsync/leafsync/internal/runner"
+	"github.com/leafsync/leafsync/internal/syncer/metrics"
 )
 
 // Labels and annotations of the shard and member Leases.
@@ -58,17 +67,85 @@ type Options struct {
 }
 
 // Sharder is this replica's part of the ring: its shard Lease, its view of
-// the live replicas and of every member Lease.
+// the live replicas and of every member Lease. It is a
+// prometheus.Collector of the shard metrics (register it once).
 type Sharder struct {
-	opts Options
+	opts     Options
+	clock    clock.WithTicker
+	factory  informers.SharedInformerFactory
+	queue    *runner.Runner[string]
+	kick     chan struct{}
+	metrics  *metrics.ShardCollector
+	shardKey string
+
+	mu sync.RWMutex
+	// inc is the current incarnation ("" before the first acquisition
+	// and after the Lease was lost); renewed is when the last successful
+	// renewal was sent (monotonic); own is the shard Lease as last written.
+	inc     string
+	renewed time.Time
+	own     *coordinationv1.Lease
+	// former incarnations of this replica: they act on nothing.
+	former map[string]bool
+	// stranger is the shard Lease while it names a holder this process
+	// does not know (a former process of the same replica).
+	stranger replicaObs
+	draining bool
+	stopped  bool
+	replicas map[string]replicaObs
+	members  map[string]memberObs
+	assigned map[string]string
+	last     map[string]memberState
+	live     int
+	taken    map[Reason]uint64
+	// changed is closed and replaced whenever the view is recomputed.
+	changed chan struct{}
 }
 
 // New returns a Sharder; Start runs it.
-func New(o Options) (*Sharder, error) { return &Sharder{opts: o}, nil }
+func New(o Options) (*Sharder, error) {
+	if err := o.complete(); err != nil {
+		return nil, err
+	}
+	s := &Sharder{
+		opts: o, clock: o.Clock, kick: make(chan struct{}, 1),
+		former: map[string]bool{}, replicas: map[string]replicaObs{}, members: map[string]memberObs{},
+		assigned: map[string]string{}, last: map[string]memberState{}, taken: map[Reason]uint64{},
+		changed: make(chan struct{}),
+	}
+	s.factory = informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = labels.Set{LabelRing: o.Ring}.String()
+		}))
+	if _, err := s.factory.Coordination().V1().Leases().Informer().AddEventHandler(s.leaseHandler()); err != nil {
+		return nil, err
+	}
+	s.queue = runner.New[string](runner.Func[string](s.recompute), runner.Options[string]{
+		Name: "shard", Workers: 1, Clock: o.Clock, Logger: o.Logger})
+	s.metrics = metrics.NewShardCollector(s.metricsState)
+	return s, nil
+}
 
 // Start holds the shard Lease and watches the shard and member Leases
-// until ctx ends, then releases the shard Lease (manager.Runnable).
-func (s *Sharder) Start(ctx context.Context) error { panic("shard: not built yet") }
+// until ctx ends, then releases the member Leases it still holds and the
+// shard Lease (manager.Runnable).
+func (s *Sharder) Start(ctx context.Context) error {
+	s.factory.Start(ctx.Done())
+	go s.queue.Run(ctx)
+	for _, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			break
+		}
+	}
+	s.recomputeSoon()
+	s.holdShardLease(ctx)
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.factory.Shutdown()
+	s.releaseAll()
+	return nil
+}
 
 // NeedLeaderElection: every replica runs its shard.
 func (s *Sharder) NeedLeaderElection() bool { return false }
@@ -78,45 +155,78 @@ func (s *Sharder) Replica() string { return s.opts.Replica }
 
 // Identity is this replica's current incarnation ("" while it holds no
 // shard Lease): what member Leases name as holder.
-func (s *Sharder) Identity() string { panic("shard: not built yet") }
+func (s *Sharder) Identity() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.heldLocked() {
+		return ""
+	}
+	return s.inc
+}
 
 // Held reports whether this replica holds its shard Lease now (renewed
 // within LeaseDuration by the local monotonic clock).
-func (s *Sharder) Held() bool { panic("shard: not built yet") }
+func (s *Sharder) Held() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.heldLocked()
+}
 
 // Invalidate says the set of members changed (a registration Secret was
 // added or removed): the assignment is computed again.
-func (s *Sharder) Invalidate() { panic("shard: not built yet") }
+func (s *Sharder) Invalidate() { s.recomputeSoon() }
 
 // Assigned reports whether the assignment gives cluster to this replica.
-func (s *Sharder) Assigned(cluster string) bool { panic("shard: not built yet") }
+func (s *Sharder) Assigned(cluster string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.assigned[cluster] == s.opts.Replica
+}
 
 // Acting reports whether this replica may act on cluster now: it holds its
 // shard Lease and the member Lease (as cached) names its incarnation.
-func (s *Sharder) Acting(cluster string) bool { panic("shard: not built yet") }
+func (s *Sharder) Acting(cluster string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.actingLocked(cluster)
+}
 
 // Holder is the member Lease's holder as cached: the replica name, its
 // incarnation and the member's writer term.
-func (s *Sharder) Holder(cluster string) (h Holder, ok bool) { panic("shard: not built yet") }
+func (s *Sharder) Holder(cluster string) (h Holder, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.members[cluster]
+	if !ok {
+		return Holder{}, false
+	}
+	return Holder{Replica: ReplicaOf(m.holder), Incarnation: m.holder, Term: m.term}, true
+}
 
 // Take makes this incarnation the member's writer, if Decide allows it
 // (compare-and-swap on the member Lease; the term goes up by one). It
 // reports whether this replica is the writer afterwards.
 func (s *Sharder) Take(ctx context.Context, cluster string) (bool, error) {
-	panic("shard: not built yet")
+	return s.take(ctx, cluster)
 }
 
 // Confirm reads the member Lease afresh: nil only if this incarnation is
-// its holder and the shard Lease is held; ErrNotOwner otherwise.
-// Destructive calls in the member confirm first.
-func (s *Sharder) Confirm(ctx context.Context, cluster string) error { panic("shard: not built yet") }
+// its holder and the shard Lease is held; ErrNotOwner otherwise (or the
+// read's error). Destructive calls in the member confirm first.
+func (s *Sharder) Confirm(ctx context.Context, cluster string) error { return s.confirm(ctx, cluster) }
 
 // Release gives the member up if this incarnation still holds it.
-func (s *Sharder) Release(ctx context.Context, cluster string) error { panic("shard: not built yet") }
+func (s *Sharder) Release(ctx context.Context, cluster string) error { return s.release(ctx, cluster) }
 
 // Drain marks the shard Lease draining, so that the other replicas take
 // this one's members, and waits until it holds none or ctx ends.
-func (s *Sharder) Drain(ctx context.Context) error { panic("shard: not built yet") }
+func (s *Sharder) Drain(ctx context.Context) error { return s.drain(ctx) }
+
+// Describe implements prometheus.Collector.
+func (s *Sharder) Describe(ch chan<- *prometheus.Desc) { s.metrics.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (s *Sharder) Collect(ch chan<- prometheus.Metric) { s.metrics.Collect(ch) }
 
 // Holder is who writes a member.
 type Holder struct {

@@ -1,0 +1,83 @@
+package shard
+
+import "time"
+
+// Reason says why a replica takes a member (the handovers metric's label).
+type Reason string
+
+// Reasons of a take.
+const (
+	// ReasonNew: the member had no writer (no member Lease, or a released one).
+	ReasonNew Reason = "new"
+	// ReasonRebalance: the writer is live, the assignment moved the member
+	// here (scale up or down, drain): make before break.
+	ReasonRebalance Reason = "rebalance"
+	// ReasonFailover: the writer's shard Lease is gone or expired, or the
+	// writer was a former incarnation of this replica.
+	ReasonFailover Reason = "failover"
+)
+
+// Situation is everything Decide looks at, as this replica sees it.
+type Situation struct {
+	// Now is this replica's clock; LeaseDuration the shard Leases'.
+	Now           time.Time
+	LeaseDuration time.Duration
+	// Assigned: the assignment gives the member to this replica.
+	Assigned bool
+	// Held: this replica holds its shard Lease now.
+	Held bool
+	// Me is this replica's current incarnation.
+	Me string
+	// Holder is the member Lease's holder ("" when it has none or there
+	// is no member Lease).
+	Holder string
+	// HolderFormerMine: the holder is an incarnation this replica had
+	// before (it is known to act on nothing).
+	HolderFormerMine bool
+	// HolderAlive: the holder's incarnation holds a shard Lease whose
+	// renewals this replica has seen within its duration.
+	HolderAlive bool
+	// HolderSeen is when this replica first saw Holder on the member's
+	// Lease.
+	HolderSeen time.Time
+}
+
+// Decision is what a replica does about a member.
+type Decision struct {
+	// Mine: this incarnation is the writer already; nothing to write.
+	Mine bool
+	// Take: write this incarnation into the member Lease (compare and
+	// swap), for Reason.
+	Take   bool
+	Reason Reason
+}
+
+// Decide is the rule of when a replica may take a member: only while it
+// holds its shard Lease and the assignment gives it the member, and then
+// when the member has no writer (new), when the writer is live
+// (rebalance: the caller takes only once its runtime for the member has
+// synced, so the member is served throughout), or when the writer is dead
+// (failover): a former incarnation of this replica, or one whose shard
+// Lease this replica has not seen renewed within the Lease's duration,
+// counted from when it first saw that writer on the member's Lease, so
+// that a writer whose shard Lease has not reached this replica's view yet
+// counts as live for a while and nothing ping-pongs.
+func Decide(s Situation) Decision {
+	switch {
+	case !s.Held || s.Me == "":
+		return Decision{}
+	case s.Holder == s.Me:
+		return Decision{Mine: true}
+	case !s.Assigned:
+		return Decision{}
+	case s.Holder == "":
+		return Decision{Take: true, Reason: ReasonNew}
+	case s.HolderFormerMine:
+		return Decision{Take: true, Reason: ReasonFailover}
+	case s.HolderAlive:
+		return Decision{Take: true, Reason: ReasonRebalance}
+	case s.Now.Sub(s.HolderSeen) >= s.LeaseDuration:
+		return Decision{Take: true, Reason: ReasonFailover}
+	}
+	return Decision{}
+}

@@ -1,0 +1,175 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/ptr"
+)
+
+func (s *Sharder) leases() coordinationclient.LeaseInterface {
+	return s.opts.Client.CoordinationV1().Leases(s.opts.Namespace)
+}
+
+// take reads the member Lease afresh, asks Decide, and writes this
+// incarnation as holder with the term one up, conditional on the version
+// read: of two replicas that take at once, one conflicts and reports false.
+func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
+	name := MemberLeaseName(cluster)
+	cur, err := s.leases().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cur, err = nil, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("shard: reading the member Lease of %s: %w", cluster, err)
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	if cur != nil {
+		s.observeMember(cur, now)
+	}
+	sit := Situation{Now: now, LeaseDuration: s.opts.LeaseDuration, Held: !s.stopped && s.heldLocked(), Me: s.inc,
+		Assigned: s.assigned[cluster] == s.opts.Replica, HolderSeen: now}
+	if cur != nil {
+		sit.Holder = ptr.Deref(cur.Spec.HolderIdentity, "")
+		sit.HolderFormerMine = s.former[sit.Holder]
+		sit.HolderAlive = s.aliveLocked(sit.Holder, now)
+		if o := s.members[cluster]; o.holder == sit.Holder {
+			sit.HolderSeen = o.since
+		}
+	}
+	s.mu.Unlock()
+
+	d := Decide(sit)
+	if !d.Take {
+		return d.Mine, nil
+	}
+	l := cur
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.opts.Namespace}}
+	}
+	l.Labels = mergeMaps(l.Labels, map[string]string{LabelRing: s.opts.Ring, LabelLeaseKind: kindMember})
+	l.Annotations = mergeMaps(l.Annotations, map[string]string{AnnotationCluster: cluster})
+	l.Spec.HolderIdentity = ptr.To(sit.Me)
+	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(now))
+	l.Spec.RenewTime = l.Spec.AcquireTime
+	if cur == nil {
+		l, err = s.leases().Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		l, err = s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// Another replica wrote first: its write is what the view will
+		// show; the caller looks again.
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("shard: taking the member Lease of %s: %w", cluster, err)
+	}
+	s.mu.Lock()
+	s.observeMember(l, now)
+	s.taken[d.Reason]++
+	s.mu.Unlock()
+	s.opts.Logger.Info("member taken", "cluster", cluster, "reason", d.Reason, "from", sit.Holder, "term", ptr.Deref(l.Spec.LeaseTransitions, 0))
+	s.recomputeSoon()
+	return true, nil
+}
+
+// confirm is the fence before a destructive call in a member: a fresh read
+// of its Lease must name this incarnation while the shard Lease is held,
+// both checked after the read returned.
+func (s *Sharder) confirm(ctx context.Context, cluster string) error {
+	cur, err := s.leases().Get(ctx, MemberLeaseName(cluster), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: %s has no member Lease", ErrNotOwner, cluster)
+	}
+	if err != nil {
+		return fmt.Errorf("shard: confirming the writer of %s: %w", cluster, err)
+	}
+	s.mu.Lock()
+	s.observeMember(cur, s.clock.Now())
+	holder, inc, held := ptr.Deref(cur.Spec.HolderIdentity, ""), s.inc, !s.stopped && s.heldLocked()
+	s.mu.Unlock()
+	if !held || holder != inc {
+		return fmt.Errorf("%w: %s is written by %q", ErrNotOwner, cluster, holder)
+	}
+	return nil
+}
+
+// release clears the holder of a member Lease that still names this
+// incarnation; the term stays, so the next writer's is higher.
+func (s *Sharder) release(ctx context.Context, cluster string) error {
+	s.mu.RLock()
+	inc := s.inc
+	s.mu.RUnlock()
+	cur, err := s.leases().Get(ctx, MemberLeaseName(cluster), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shard: reading the member Lease of %s: %w", cluster, err)
+	}
+	if inc == "" || ptr.Deref(cur.Spec.HolderIdentity, "") != inc {
+		return nil
+	}
+	cur.Spec.HolderIdentity = nil
+	got, err := s.leases().Update(ctx, cur, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return nil // written by another since: not ours to release
+	}
+	if err != nil {
+		return fmt.Errorf("shard: releasing the member Lease of %s: %w", cluster, err)
+	}
+	s.mu.Lock()
+	s.observeMember(got, s.clock.Now())
+	s.mu.Unlock()
+	s.recomputeSoon()
+	return nil
+}
+
+// drain marks the shard Lease draining (the others no longer assign this
+// replica anything and take its members, make before break) and waits
+// until this replica acts on no member.
+func (s *Sharder) drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	s.recomputeSoon()
+	for {
+		s.mu.RLock()
+		holding := 0
+		for m := range s.members {
+			if s.actingLocked(m) {
+				holding++
+			}
+		}
+		changed := s.changed
+		s.mu.RUnlock()
+		if holding == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("shard: draining with %d members still held: %w", holding, ctx.Err())
+		}
+	}
+}
+
+func mergeMaps(dst, src map[string]string) map[string]string {
+	if dst == nil {
+		dst = make(map[string]string, len(src))
+	}
+	maps.Copy(dst, src)
+	return dst
+}

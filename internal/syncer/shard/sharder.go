@@ -1,0 +1,162 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	"github.com/leafsync/leafsync/internal/runner"
+	"github.com/leafsync/leafsync/internal/syncer/metrics"
+)
+
+// Defaults of the shard Lease: leader election's (controller-runtime's
+// 15s duration; a 2s renewal keeps seven tries within one duration).
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewInterval = 2 * time.Second
+)
+
+func (o *Options) complete() error {
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = DefaultRenewInterval
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Members == nil {
+		o.Members = func() []string { return nil }
+	}
+	var errs []error
+	if o.Client == nil {
+		errs = append(errs, errors.New("shard: no client"))
+	}
+	if o.Namespace == "" || o.Ring == "" || o.Replica == "" {
+		errs = append(errs, fmt.Errorf("shard: namespace %q, ring %q and replica %q are all required", o.Namespace, o.Ring, o.Replica))
+	}
+	if msgs := validation.IsDNS1123Subdomain(ShardLeaseName(o.Replica)); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("shard: replica %q makes no Lease name: %v", o.Replica, msgs))
+	}
+	if msgs := validation.IsValidLabelValue(o.Ring); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("shard: ring %q is no label value: %v", o.Ring, msgs))
+	}
+	if o.RenewInterval >= o.LeaseDuration {
+		errs = append(errs, fmt.Errorf("shard: renewInterval %s must be shorter than leaseDuration %s", o.RenewInterval, o.LeaseDuration))
+	}
+	if o.LoadBound < 0 || o.LoadBound > 1 {
+		errs = append(errs, fmt.Errorf("shard: loadBound %v is not in [0, 1]", o.LoadBound))
+	}
+	return errors.Join(errs...)
+}
+
+// heldLocked: the last renewal was sent less than LeaseDuration ago by the
+// local monotonic clock. A paused process resumes with Held false: by
+// then another replica may have seen its Lease expire.
+func (s *Sharder) heldLocked() bool {
+	return s.inc != "" && s.clock.Since(s.renewed) < s.opts.LeaseDuration
+}
+
+func (s *Sharder) actingLocked(cluster string) bool {
+	return !s.stopped && s.heldLocked() && s.members[cluster].holder == s.inc
+}
+
+// aliveLocked: the incarnation holds a shard Lease seen renewing.
+func (s *Sharder) aliveLocked(incarnation string, now time.Time) bool {
+	if incarnation == "" {
+		return false
+	}
+	if incarnation == s.inc {
+		return s.heldLocked()
+	}
+	o, ok := s.replicas[ReplicaOf(incarnation)]
+	return ok && o.holder == incarnation && o.alive(now)
+}
+
+// memberState is what the callers of OnChange care about for a member.
+type memberState struct {
+	assigned, acting bool
+	holder           string
+	holderAlive      bool
+}
+
+// recompute is the runner's one reconcile: it computes the assignment from
+// the registered members and the live replicas, and tells OnChange about
+// every member whose assignment, holder, or holder's liveness changed.
+func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
+	registered := s.opts.Members()
+	now := s.clock.Now()
+
+	s.mu.Lock()
+	var replicas []string
+	for r, o := range s.replicas {
+		if r != s.opts.Replica && o.alive(now) && !o.draining {
+			replicas = append(replicas, r)
+		}
+	}
+	if s.heldLocked() && !s.draining {
+		replicas = append(replicas, s.opts.Replica)
+	}
+	s.assigned = Assign(registered, replicas, s.opts.LoadBound)
+	s.live = len(replicas)
+	states := make(map[string]memberState, len(registered))
+	for _, m := range append(registered, slices.Collect(maps.Keys(s.members))...) {
+		states[m] = memberState{
+			assigned:    s.assigned[m] == s.opts.Replica,
+			acting:      s.actingLocked(m),
+			holder:      s.members[m].holder,
+			holderAlive: s.aliveLocked(s.members[m].holder, now),
+		}
+	}
+	var changed []string
+	for m, st := range states {
+		if prev, ok := s.last[m]; !ok || prev != st {
+			changed = append(changed, m)
+		}
+	}
+	for m := range s.last {
+		if _, ok := states[m]; !ok {
+			changed = append(changed, m)
+		}
+	}
+	s.last = states
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+
+	if len(changed) > 0 && s.opts.OnChange != nil {
+		slices.Sort(changed)
+		s.opts.OnChange(changed)
+	}
+	return runner.Result{}, nil
+}
+
+// recomputeSoon queues a recomputation; many coalesce into one.
+func (s *Sharder) recomputeSoon() { s.queue.Add("assignment") }
+
+func (s *Sharder) metricsState() metrics.ShardState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := metrics.ShardState{Replica: s.opts.Replica, Live: s.live, Held: s.heldLocked(), Handovers: map[string]uint64{}}
+	for m := range s.members {
+		if s.actingLocked(m) {
+			st.Acting++
+		}
+	}
+	for _, r := range s.assigned {
+		if r == s.opts.Replica {
+			st.Assigned++
+		}
+	}
+	for r, n := range s.taken {
+		st.Handovers[string(r)] = n
+	}
+	return st
+}

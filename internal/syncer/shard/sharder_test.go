@@ -1,0 +1,318 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// live is how many replicas s sees live.
+func live(s *Sharder) int { return s.metricsState().Live }
+
+// step moves clk on and waits for the sharders' renewal at the new time.
+func step(t *testing.T, clk *clocktesting.FakeClock, d time.Duration, sharders ...*Sharder) {
+	t.Helper()
+	clk.Step(d)
+	for _, s := range sharders {
+		eventually(t, s.Replica()+" renewed", func() bool {
+			s.mu.RLock()
+			defer s.mu.RUnlock()
+			return s.renewed.Equal(clk.Now())
+		})
+	}
+}
+
+// takeAll asks every sharder to take every member, as the clusters
+// controller does for the members assigned to it.
+func takeAll(t *testing.T, sharders ...*Sharder) {
+	t.Helper()
+	for _, m := range testMembers {
+		for _, s := range sharders {
+			if _, err := s.Take(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestEachMemberHasExactlyOneWriter: two replicas on one API, every member
+// assigned to one of them and acted on by exactly that one.
+func TestEachMemberHasExactlyOneWriter(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	var ca, cb changes
+	a := startSharder(t, api, clk, "leafsync-a", &ca)
+	b := startSharder(t, api, clk, "leafsync-b", &cb)
+	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
+	takeAll(t, a, b)
+	for _, m := range testMembers {
+		if a.Assigned(m) == b.Assigned(m) {
+			t.Fatalf("%s: assigned to a %v, to b %v: want exactly one", m, a.Assigned(m), b.Assigned(m))
+		}
+		owner, other := a, b
+		if b.Assigned(m) {
+			owner, other = b, a
+		}
+		eventually(t, m+" acted on by its owner only", func() bool { return owner.Acting(m) && !other.Acting(m) })
+		eventually(t, other.Replica()+" sees "+owner.Replica()+" hold "+m+" at term 1", func() bool {
+			h, _ := other.Holder(m)
+			return h == Holder{Replica: owner.Replica(), Incarnation: owner.Identity(), Term: 1}
+		})
+		if err := owner.Confirm(context.Background(), m); err != nil {
+			t.Errorf("%s: the owner's Confirm: %v", m, err)
+		}
+		if err := other.Confirm(context.Background(), m); !errors.Is(err, ErrNotOwner) {
+			t.Errorf("%s: the other's Confirm: %v, want ErrNotOwner", m, err)
+		}
+	}
+	if ca.count("alpha") == 0 || cb.count("alpha") == 0 {
+		t.Errorf("OnChange never told about alpha (a %d, b %d)", ca.count("alpha"), cb.count("alpha"))
+	}
+}
+
+// TestPausedReplicaActsOnNothingAndComesBackAsANewIncarnation: renewals
+// that do not land for LeaseDuration (a pause, a cut) make Held false at
+// once; the replica then acquires as a new incarnation, which holds none
+// of the old one's members until it takes them again.
+func TestPausedReplicaActsOnNothingAndComesBackAsANewIncarnation(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clk, "leafsync-a", &changes{})
+	eventually(t, "alpha assigned", func() bool { return a.Assigned("alpha") })
+	if ok, err := a.Take(context.Background(), "alpha"); !ok || err != nil {
+		t.Fatalf("Take: %v %v", ok, err)
+	}
+	old := a.Identity()
+	eventually(t, "acting on alpha", func() bool { return a.Acting("alpha") })
+
+	api.mu.Lock()
+	api.beforeUpdate = func(*coordinationv1.Lease) error { return apierrors.NewServiceUnavailable("cut") }
+	api.mu.Unlock()
+	clk.Step(testLeaseDuration - time.Second)
+	if !a.Held() {
+		t.Fatal("not held before LeaseDuration has passed")
+	}
+	clk.Step(time.Second)
+	if a.Held() || a.Acting("alpha") || a.Identity() != "" {
+		t.Fatalf("LeaseDuration without a renewal: held %v, acting %v, identity %q", a.Held(), a.Acting("alpha"), a.Identity())
+	}
+	if err := a.Confirm(context.Background(), "alpha"); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Confirm while not held: %v, want ErrNotOwner", err)
+	}
+
+	api.mu.Lock()
+	api.beforeUpdate = nil
+	api.mu.Unlock()
+	clk.Step(testRenewInterval)
+	eventually(t, "held again", a.Held)
+	if a.Identity() == old {
+		t.Fatalf("held again as the same incarnation %s", old)
+	}
+	if a.Acting("alpha") {
+		t.Fatal("the new incarnation acts on the old one's member before taking it")
+	}
+	if ok, err := a.Take(context.Background(), "alpha"); !ok || err != nil {
+		t.Fatalf("Take by the new incarnation: %v %v", ok, err)
+	}
+	if h, _ := a.Holder("alpha"); h.Incarnation != a.Identity() || h.Term != 2 {
+		t.Fatalf("holder after the retake %+v, want %s at term 2", h, a.Identity())
+	}
+	if got := a.metricsState().Handovers; got["new"] != 1 || got["failover"] != 1 {
+		t.Fatalf("handovers %v, want new 1 and failover 1", got)
+	}
+}
+
+// TestTakeLosesTheRaceToAForeignWrite: a take that another writer beats
+// between the read and the write conflicts and reports false.
+func TestTakeLosesTheRaceToAForeignWrite(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clk, "leafsync-a", &changes{})
+	eventually(t, "alpha assigned", func() bool { return a.Assigned("alpha") })
+	if ok, err := a.Take(context.Background(), "alpha"); !ok || err != nil {
+		t.Fatalf("Take: %v %v", ok, err)
+	}
+	if err := a.Release(context.Background(), "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	api.mu.Lock()
+	api.beforeUpdate = func(l *coordinationv1.Lease) error {
+		if l.Name != MemberLeaseName("alpha") {
+			return nil
+		}
+		foreign := api.lease(t, l.Name)
+		foreign.Spec.HolderIdentity = ptr.To("leafsync-b-0badcafe")
+		api.write(t, foreign)
+		return nil
+	}
+	api.mu.Unlock()
+	if ok, err := a.Take(context.Background(), "alpha"); ok || err != nil {
+		t.Fatalf("Take against a foreign write: %v %v, want false and no error", ok, err)
+	}
+	if h := ptr.Deref(api.lease(t, MemberLeaseName("alpha")).Spec.HolderIdentity, ""); h != "leafsync-b-0badcafe" {
+		t.Fatalf("holder %q: the foreign write was overwritten", h)
+	}
+	if a.Acting("alpha") {
+		t.Fatal("acting on a member another replica took")
+	}
+}
+
+// TestDrainHandsEveryMemberOverBeforeItReturns: a draining replica is
+// assigned nothing; the other takes its members while it still serves
+// them; Drain returns once it holds none, and the former owner's Confirm
+// refuses from then on.
+func TestDrainHandsEveryMemberOverBeforeItReturns(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	var ca changes
+	a := startSharder(t, api, clk, "leafsync-a", &ca)
+	b := startSharder(t, api, clk, "leafsync-b", &changes{})
+	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
+	takeAll(t, a, b)
+	var mine []string
+	for _, m := range testMembers {
+		if a.Acting(m) {
+			mine = append(mine, m)
+		}
+	}
+	if len(mine) == 0 {
+		t.Fatal("a holds no member to drain")
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- a.Drain(context.Background()) }()
+	eventually(t, "the draining annotation is written", func() bool {
+		return api.lease(t, ShardLeaseName("leafsync-a")).Annotations[AnnotationDraining] == "true"
+	})
+	eventually(t, "b sees a draining and is assigned everything", func() bool {
+		for _, m := range testMembers {
+			if !b.Assigned(m) {
+				return false
+			}
+		}
+		return live(b) == 1
+	})
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned (%v) while a still held %v", err, mine)
+	default:
+	}
+	for _, m := range mine {
+		if !a.Acting(m) {
+			t.Fatalf("a stopped acting on %s before b took it (break before make)", m)
+		}
+	}
+	takeAll(t, b)
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain did not return once b held every member")
+	}
+	for _, m := range mine {
+		if err := a.Confirm(context.Background(), m); !errors.Is(err, ErrNotOwner) {
+			t.Errorf("%s: a's Confirm after the handover: %v", m, err)
+		}
+		if h, _ := b.Holder(m); h.Term != 2 {
+			t.Errorf("%s: term %d after one handover, want 2", m, h.Term)
+		}
+	}
+	if got := b.metricsState().Handovers["rebalance"]; got != uint64(len(mine)) {
+		t.Errorf("b counted %d rebalance handovers, want %d", got, len(mine))
+	}
+}
+
+// TestExpiredReplicasMembersFailOver: when a replica stops renewing, the
+// others see its Lease unrenewed for its duration (their clock) and take
+// its members.
+func TestExpiredReplicasMembersFailOver(t *testing.T) {
+	api, clkA := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	clkB := clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clkA, "leafsync-a", &changes{})
+	b := startSharder(t, api, clkB, "leafsync-b", &changes{})
+	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
+	takeAll(t, a, b)
+	var lost []string
+	for _, m := range testMembers {
+		if a.Acting(m) {
+			lost = append(lost, m)
+		}
+	}
+	// a is frozen (its clock stands still: no renewal); b's time runs.
+	step(t, clkB, testLeaseDuration-testRenewInterval, b)
+	takeAll(t, b)
+	for _, m := range lost {
+		if b.Acting(m) {
+			t.Fatalf("b took %s before a's Lease expired in its view", m)
+		}
+	}
+	step(t, clkB, 2*testRenewInterval, b)
+	eventually(t, "b sees a gone", func() bool { return live(b) == 1 })
+	takeAll(t, b)
+	for _, m := range lost {
+		eventually(t, "b acts on "+m, func() bool { return b.Acting(m) })
+	}
+	if got := b.metricsState().Handovers["failover"]; got != uint64(len(lost)) {
+		t.Errorf("b counted %d failovers, want %d", got, len(lost))
+	}
+}
+
+// TestStopReleases: on the way out a replica releases its members and
+// its shard Lease, so the others need not wait for an expiry.
+func TestStopReleases(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	s, err := New(Options{Client: api, Namespace: testNamespace, Ring: "leafsync", Replica: "leafsync-a",
+		Members: func() []string { return testMembers }, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Start(ctx) }()
+	eventually(t, "held", s.Held)
+	eventually(t, "everything assigned", func() bool { return s.Assigned("alpha") })
+	if ok, err := s.Take(context.Background(), "alpha"); !ok || err != nil {
+		t.Fatalf("Take: %v %v", ok, err)
+	}
+	cancel()
+	<-done
+	if s.Acting("alpha") {
+		t.Error("acting after Start returned")
+	}
+	for _, name := range []string{MemberLeaseName("alpha"), ShardLeaseName("leafsync-a")} {
+		if h := api.lease(t, name).Spec.HolderIdentity; h != nil {
+			t.Errorf("%s still held by %q after exit", name, *h)
+		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clk, "leafsync-a", &changes{})
+	eventually(t, "everything assigned", func() bool { return a.metricsState().Assigned == len(testMembers) })
+	for _, m := range testMembers[:3] {
+		if ok, err := a.Take(context.Background(), m); !ok || err != nil {
+			t.Fatalf("Take %s: %v %v", m, ok, err)
+		}
+	}
+	want := `
+# HELP leafsync_shard_assigned_members ` + "Members the assignment (rendezvous hashing with bounded loads over the live replicas) gives this replica. Differs from leafsync_shard_members while a handover is under way." + `
+# TYPE leafsync_shard_assigned_members gauge
+leafsync_shard_assigned_members{replica="leafsync-a"} 8
+# HELP leafsync_shard_members ` + "Members this replica acts on now: it holds its shard Lease and the member's Lease names this replica's incarnation as writer. Summed over the replicas, it equals the registered members when every member has an owner." + `
+# TYPE leafsync_shard_members gauge
+leafsync_shard_members{replica="leafsync-a"} 3
+`
+	if err := testutil.CollectAndCompare(a, strings.NewReader(want), "leafsync_shard_members", "leafsync_shard_assigned_members"); err != nil {
+		t.Error(err)
+	}
+	st := a.metricsState()
+	if !st.Held || st.Live != 1 || st.Handovers["new"] != 3 {
+		t.Errorf("state %+v: want held, 1 live replica, 3 new handovers", st)
+	}
+}
