@@ -464,7 +464,7 @@ func (x *execution) createMember(ctx context.Context) error {
 // pod), and the delete is conditional on that read's UID and
 // resourceVersion.
 func (x *execution) deleteMember(ctx context.Context, a decide.Action) error {
-	if err := x.c.ledger.checkWriter(ctx); err != nil {
+	if err := x.c.ledger.checkWriter(ctx, x.key.Cluster); err != nil {
 		return fmt.Errorf("not deleting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
 	pods := x.m.Runtime.Client().CoreV1().Pods(x.key.Namespace)
@@ -518,7 +518,7 @@ func (x *execution) patchMember(ctx context.Context, uid types.UID, patch map[st
 func (x *execution) adopt(ctx context.Context, uid types.UID) error {
 	// Only the writer adopts: a deposed leader must not relabel a pod the
 	// new one decides about.
-	if err := x.c.ledger.checkWriter(ctx); err != nil {
+	if err := x.c.ledger.checkWriter(ctx, x.key.Cluster); err != nil {
 		return fmt.Errorf("not adopting member pod %s/%s: %w", x.key.Namespace, x.key.Name, err)
 	}
 	want, _ := translate.MemberPod(x.hp, x.key.Cluster, x.leaf, x.ms.hostIdentity())

@@ -56,9 +56,10 @@ func (l ledger) flush(ctx context.Context, cluster string) error {
 	return l.keeper.FlushCluster(ctx, cluster)
 }
 
-// checkWriter fails unless this replica is still the store's writer.
-func (l ledger) checkWriter(ctx context.Context) error {
-	return l.keeper.CheckWriter(ctx)
+// checkWriter fails unless this replica is still the store's writer (of
+// the member, when members are sharded across replicas).
+func (l ledger) checkWriter(ctx context.Context, cluster string) error {
+	return l.keeper.CheckWriter(ctx, cluster)
 }
 
 func upsertDelete(ds []deletes.PendingDelete, r deletes.PendingDelete) []deletes.PendingDelete {

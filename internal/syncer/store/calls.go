@@ -11,7 +11,8 @@ import (
 // CallEvent describes one store call.
 type CallEvent struct {
 	Backend string
-	// Op is "put", "delete", "get", "scan" or "term".
+	// Op is "put", "delete", "get", "scan", "term" or (sharded)
+	// "confirm": Owners.Confirm.
 	Op       string
 	Cluster  string
 	Duration time.Duration

@@ -40,6 +40,12 @@ type KeeperOptions struct {
 	Verify time.Duration
 	// Clock drives coalescing, backoff and the figures (real when nil).
 	Clock clock.WithTicker
+	// Owners, when set, shards the members across replicas: each member
+	// is written with its own writer term (no process-wide term is
+	// taken), only while this replica is its writer, and a member another
+	// replica took is fenced alone. Nil: this Keeper is its process's one
+	// writer, fenced by the store's term.
+	Owners Owners
 }
 
 // Keeper is the one writer of the store in a leafsync process (the leader).
@@ -50,16 +56,22 @@ type KeeperOptions struct {
 // retries with backoff while the store is unavailable. Decisions never wait
 // for the store, and nothing queued is lost while the process lives.
 //
+// With KeeperOptions.Owners (members sharded across replicas), every
+// replica runs a Keeper, and each writes only the members it is the writer
+// of, with their own writer terms (owners.go).
+//
 // It composes four parts, one concept each: when to write (writeBehind, on
-// internal/runner), the store calls (calls), the writer term (fence), and
+// internal/runner), the store calls (calls), the writer term (fence; per
+// member when sharded: owners), and
 // how a cluster's records are written and merged with another writer's
 // (records.go, merge.go; the layout of its ledger in ledger.go).
 type Keeper struct {
-	log   logr.Logger
-	opts  KeeperOptions
-	calls *calls
-	fence *fence
-	wb    *writeBehind
+	log    logr.Logger
+	opts   KeeperOptions
+	calls  *calls
+	fence  *fence
+	owners *owners // nil unless sharded
+	wb     *writeBehind
 
 	mu        sync.Mutex
 	entries   map[string]*entry
@@ -83,6 +95,10 @@ type entry struct {
 	// ledger counts changes of mem's ledgers, so that a value checkpoint
 	// does not lay a long ledger out again.
 	ledger uint64
+	// actedIn (sharded) is the member term in which this replica last read
+	// or wrote the records as the member's writer: in a newer term they
+	// are read again first (another replica may have written them since).
+	actedIn uint64
 
 	recordSet
 }
@@ -143,12 +159,46 @@ func NewKeeper(s Store, log logr.Logger, opts ...KeeperOptions) *Keeper {
 	}
 	c := &calls{store: s, timeout: o.CallTimeout, clock: o.Clock, onCall: o.OnCall}
 	k := &Keeper{log: log, opts: o, calls: c, fence: &fence{calls: c, log: log}, entries: map[string]*entry{}}
+	if o.Owners != nil {
+		k.owners = &owners{of: o.Owners, calls: c, log: log, fenced: map[string]uint64{}}
+	}
 	k.wb = newWriteBehind(k.reconcile, o, log)
 	return k
 }
 
 // Backend names the store's backend.
 func (k *Keeper) Backend() string { return k.calls.store.Backend() }
+
+// Sharded reports whether members are sharded across replicas (Owners set).
+func (k *Keeper) Sharded() bool { return k.owners != nil }
+
+// stamp is the term and writer of a cluster's records now: unsharded, the
+// process's term (and the fencing error once fenced); sharded, the
+// member's term and this replica's incarnation, or errNotActing.
+func (k *Keeper) stamp(cluster string) (uint64, string, error) {
+	if k.owners == nil {
+		term, fenced := k.fence.state()
+		return term, k.opts.Writer, fenced
+	}
+	return k.owners.stamp(cluster)
+}
+
+// checkWriter is the check after a conflicting write or a record of a
+// newer term: unsharded, the store's term (a newer one fences this Keeper
+// for good); sharded, Confirm (another writer fences this one member, and
+// its state leaves memory: the records are the new writer's).
+func (k *Keeper) checkWriter(ctx context.Context, cluster string, term uint64) error {
+	if k.owners == nil {
+		return k.fence.check(ctx)
+	}
+	err := k.owners.confirm(ctx, cluster, term)
+	if errors.Is(err, ErrFenced) {
+		k.mu.Lock()
+		delete(k.entries, cluster)
+		k.mu.Unlock()
+	}
+	return err
+}
 
 func (k *Keeper) entryLocked(cluster string) *entry {
 	e := k.entries[cluster]
@@ -162,13 +212,20 @@ func (k *Keeper) entryLocked(cluster string) *entry {
 // Load reads a cluster's records from the store into memory, once: when
 // the cluster is first seen by this leader. A missing record is an empty
 // state. Changes made before Load are kept and merged with the records.
+// Sharded, the records are read again whenever they may have been written
+// by another replica since: on every Load while this replica is not the
+// member's writer, and on the first Load in each term it is.
 func (k *Keeper) Load(ctx context.Context, cluster string) error {
 	k.mu.Lock()
 	e := k.entries[cluster]
-	done := e != nil && (e.known || e.gone)
+	done := e != nil && (e.gone || e.known && k.currentLocked(cluster, e))
+	dirty := e != nil && e.known && e.dirty
 	k.mu.Unlock()
 	if done {
 		return nil
+	}
+	if dirty { // sharded: merge the records with the changes not written yet
+		return k.resolve(ctx, cluster, false)
 	}
 	recs, err := k.calls.list(ctx, cluster)
 	if err != nil {
@@ -176,8 +233,23 @@ func (k *Keeper) Load(ctx context.Context, cluster string) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if e := k.entries[cluster]; e != nil && e.known && !e.dirty && !k.currentLocked(cluster, e) {
+		delete(k.entries, cluster) // read anew: nothing of it is left to write
+	}
 	k.absorbLocked(cluster, decodeRecords(recs))
 	return nil
+}
+
+// currentLocked reports whether a known cluster's records in memory are as
+// this Keeper last read or wrote them as their writer: always unsharded;
+// sharded, only while this replica is the member's writer in the term it
+// read or wrote them in.
+func (k *Keeper) currentLocked(cluster string, e *entry) bool {
+	if k.owners == nil {
+		return true
+	}
+	term, _, err := k.owners.stamp(cluster)
+	return err == nil && e.actedIn == term
 }
 
 // Preload reads every record once (one Scan), so that a new leader does not
@@ -221,17 +293,21 @@ func (k *Keeper) absorbLocked(cluster string, recs []stored) {
 	} else {
 		e.mem = st.clone()
 	}
-	term, _ := k.fence.state()
+	term, _, notWriter := k.stamp(cluster)
 	claim := e.index(cluster, recs, term, k.log)
 	e.verifiedAt = k.opts.Clock.Now()
 	e.ledger++
-	if claim {
+	if k.owners != nil && notWriter == nil {
+		e.actedIn = term
+	}
+	if claim && (k.owners == nil || notWriter == nil) {
 		// Claim the records: write them back with this Keeper's term, so
 		// that an older writer still running (a leader resumed after a
 		// pause) conflicts on its next write, finds the newer term and is
 		// fenced, instead of writing over records this Keeper has only
 		// read. A head written before ledger parts existed (ledgers in
 		// it) is rewritten the same way: its items move to parts.
+		// Sharded, a replica claims only the members it writes.
 		k.changedLocked(cluster, e)
 	}
 }
@@ -251,7 +327,13 @@ func (k *Keeper) changedLocked(cluster string, e *entry) {
 // is still the writer: its term is taken and no newer one was handed out.
 // Destructive calls (deleting a member pod) check it first, so that a
 // deposed leader resumed after a pause cannot act on its stale caches.
-func (k *Keeper) CheckWriter(ctx context.Context) error {
+// Sharded, it confirms that this replica is still the cluster's writer
+// (Owners.Confirm; an error wrapping ErrFenced if not).
+func (k *Keeper) CheckWriter(ctx context.Context, cluster string) error {
+	if k.owners != nil {
+		term, _, _ := k.owners.stamp(cluster)
+		return k.checkWriter(ctx, cluster, term)
+	}
 	if err := k.fence.ensure(ctx); err != nil {
 		return err
 	}
@@ -259,12 +341,12 @@ func (k *Keeper) CheckWriter(ctx context.Context) error {
 }
 
 // Known reports whether a cluster's records have been read (or written) by
-// this Keeper.
+// this Keeper; sharded, as the member's writer in its current term.
 func (k *Keeper) Known(cluster string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.entries[cluster]
-	return e != nil && e.known
+	return e != nil && e.known && k.currentLocked(cluster, e)
 }
 
 // value is a cluster's value section in memory.
@@ -407,9 +489,11 @@ func (k *Keeper) Health() error {
 // Run writes changes with Parallel workers until ctx ends, then makes a
 // last attempt to flush once the workers are done. It takes the writer
 // term at once, so that an older leader still running is fenced as early
-// as possible.
+// as possible (sharded: no process-wide term).
 func (k *Keeper) Run(ctx context.Context) {
-	k.wb.runner.Add(termKey)
+	if k.owners == nil {
+		k.wb.runner.Add(termKey)
+	}
 	k.wb.runner.Run(ctx)
 	k.finalFlush()
 }
@@ -428,7 +512,9 @@ func (k *Keeper) reconcile(ctx context.Context, key string) (runner.Result, erro
 		err = k.write(ctx, key)
 	}
 	switch {
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrNotOwner):
+		// Fenced, or (sharded) not this replica's to write now: the
+		// changes wait for a change or a Load while it is the writer.
 		return runner.Result{}, nil
 	case err != nil:
 		return runner.Result{}, err
@@ -465,7 +551,7 @@ func (k *Keeper) verifyDue(cluster string) bool {
 // worker, or the final flush once the workers are done, calls it: one
 // cluster is never written twice at once.
 func (k *Keeper) write(ctx context.Context, cluster string) error {
-	err := k.fence.ensure(ctx)
+	err := k.writable(ctx, cluster)
 	if err == nil && k.verifyDue(cluster) {
 		err = k.resolve(ctx, cluster, false)
 	}
@@ -481,6 +567,24 @@ func (k *Keeper) write(ctx context.Context, cluster string) error {
 	}
 	k.mu.Unlock()
 	k.wb.written(cluster, err, flushed)
+	return err
+}
+
+// writable: unsharded, the process's term is taken (once); sharded, this
+// replica is the cluster's writer now. A deregistered cluster another
+// replica writes leaves memory: that replica deletes its records.
+func (k *Keeper) writable(ctx context.Context, cluster string) error {
+	if k.owners == nil {
+		return k.fence.ensure(ctx)
+	}
+	_, _, err := k.owners.stamp(cluster)
+	if err != nil {
+		k.mu.Lock()
+		if e := k.entries[cluster]; e != nil && e.gone {
+			delete(k.entries, cluster)
+		}
+		k.mu.Unlock()
+	}
 	return err
 }
 
@@ -500,7 +604,7 @@ func (k *Keeper) finalFlush() {
 	sort.Strings(work)
 	if _, fenced := k.fence.state(); fenced == nil {
 		workqueue.ParallelizeUntil(ctx, k.opts.Parallel, len(work), func(i int) {
-			if err := k.write(ctx, work[i]); err != nil {
+			if err := k.write(ctx, work[i]); err != nil && !errors.Is(err, ErrNotOwner) {
 				k.log.Error(err, "last write of leafsync state before stopping failed")
 			}
 		})

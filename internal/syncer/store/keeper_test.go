@@ -477,7 +477,7 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	if err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.CheckWriter(ctx); err != nil {
+	if err := old.CheckWriter(ctx, "a"); err != nil {
 		t.Fatalf("the only writer: %v", err)
 	}
 	leader, _ := startKeeper(t, m, store.KeeperOptions{Writer: "new"})
@@ -502,10 +502,10 @@ func TestKeeperClaimsReadRecordsAndFencesTheOldWriter(t *testing.T) {
 	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[p0 p1]" {
 		t.Errorf("record %s, want [p0 p1]", got)
 	}
-	if err := old.CheckWriter(ctx); !errors.Is(err, store.ErrFenced) {
+	if err := old.CheckWriter(ctx, "a"); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("CheckWriter of the deposed writer: %v, want ErrFenced", err)
 	}
-	if err := leader.CheckWriter(ctx); err != nil {
+	if err := leader.CheckWriter(ctx, "a"); err != nil {
 		t.Errorf("CheckWriter of the leader: %v", err)
 	}
 }

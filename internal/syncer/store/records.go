@@ -61,9 +61,9 @@ func (rs *recordSet) index(cluster string, recs []stored, term uint64, log logr.
 // conflict is merged (resolve) and written again.
 func (k *Keeper) sync(ctx context.Context, cluster string) error {
 	for attempt := 0; ; attempt++ {
-		term, fenced := k.fence.state()
-		if fenced != nil {
-			return fenced
+		term, writer, err := k.stamp(cluster)
+		if err != nil {
+			return err
 		}
 		k.mu.Lock()
 		e := k.entries[cluster]
@@ -71,7 +71,9 @@ func (k *Keeper) sync(ctx context.Context, cluster string) error {
 			k.mu.Unlock()
 			return nil
 		}
-		if !e.known {
+		if !e.known || !k.currentLocked(cluster, e) {
+			// Never read, or (sharded) not since this replica became
+			// the member's writer: another replica may have written.
 			k.mu.Unlock()
 			if err := k.resolve(ctx, cluster, false); err != nil {
 				return err
@@ -80,7 +82,7 @@ func (k *Keeper) sync(ctx context.Context, cluster string) error {
 		}
 		gone, seq, prev := e.gone, e.seq, e.parts
 		st := e.mem.clone()
-		st.term, st.writer = term, k.opts.Writer
+		st.term, st.writer = term, writer
 		ledger, last, unchanged := e.ledger, e.laidOut, e.laidOutAt == e.ledger
 		have := make(map[string]object, len(e.objs))
 		for name, o := range e.objs {
@@ -105,6 +107,9 @@ func (k *Keeper) sync(ctx context.Context, cluster string) error {
 		case !conflict:
 			k.mu.Lock()
 			e.flushed, e.parts = seq, parts
+			if k.owners != nil {
+				e.actedIn = term
+			}
 			if e.seq == seq {
 				e.dirty = false
 				if gone {
@@ -195,10 +200,11 @@ func (k *Keeper) writeObjects(ctx context.Context, cluster string, e *entry, wan
 // resolve reads a cluster's records and merges them into memory: after a
 // conflicting write (conflict: fenced if a newer term exists, otherwise the
 // records were changed by an older writer), or before the first write of a
-// cluster never read.
+// cluster never read (sharded: of each term this replica writes it in).
 func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) error {
+	term, _, notWriter := k.stamp(cluster)
 	if conflict {
-		if err := k.fence.check(ctx); err != nil {
+		if err := k.checkWriter(ctx, cluster, term); err != nil {
 			return err
 		}
 	}
@@ -207,10 +213,13 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 		return err
 	}
 	recs := decodeRecords(raw)
-	term, _ := k.fence.state()
-	if !conflict && newerTerm(recs, term) {
-		// Written by a newer leader: check fences this Keeper.
-		if err := k.fence.check(ctx); err != nil {
+	// Sharded, a replica that is not the member's writer reads records of
+	// newer terms as a matter of course.
+	writes := k.owners == nil || notWriter == nil
+	if !conflict && writes && newerTerm(recs, term) {
+		// Written by a newer writer: the check fences this Keeper
+		// (sharded: for this member).
+		if err := k.checkWriter(ctx, cluster, term); err != nil {
 			return err
 		}
 	}
@@ -255,7 +264,13 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 		e.mem = mergeStates(base, theirs, e.mem)
 		e.ledger++
 	}
-	e.index(cluster, recs, term, k.log)
+	claim := e.index(cluster, recs, term, k.log)
+	if k.owners != nil && notWriter == nil {
+		e.actedIn = term
+		if claim && !conflict {
+			k.changedLocked(cluster, e) // as absorbLocked claims
+		}
+	}
 	if conflict {
 		k.conflicts++
 		k.log.Info("state record changed by an older writer; merged it and writing again",

@@ -17,7 +17,8 @@
 //     cluster's records, Scan of all, plus a writer term.
 //   - Keeper: the one writer per process. Components change state in memory
 //     and read it through their sections; the Keeper writes in the
-//     background, coalescing, retrying with backoff, fenced by its term.
+//     background, coalescing, retrying with backoff, fenced by its term
+//     (sharded across replicas: by each member's writer term, Owners).
 //
 // What goes into a record is decided by its owners, each declaring its
 // section (section.go) with its type and merge: internal/syncer/enginestate the

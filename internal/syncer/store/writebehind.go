@@ -146,6 +146,9 @@ func (w *writeBehind) written(cluster string, err error, flushed uint64) {
 func (w *writeBehind) outcome(key string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if errors.Is(err, ErrNotOwner) {
+		err = nil // sharded: another replica writes the cluster; its failures are not this one's
+	}
 	switch {
 	case errors.Is(err, ErrFenced):
 	case err != nil:

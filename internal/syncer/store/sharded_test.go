@@ -1,0 +1,250 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
+	"github.com/leafsync/leafsync/internal/syncer/store"
+	"github.com/leafsync/leafsync/internal/syncer/store/storetest"
+)
+
+// ring is a fake of the member Leases: who writes each member, in which
+// term, as each replica has cached it and as a fresh read (Confirm) shows.
+type ring struct {
+	mu     sync.Mutex
+	holder map[string]string            // fresh: member → incarnation
+	term   map[string]uint64            // fresh: member → writer term
+	cached map[string]map[string]uint64 // replica → member → term it holds, as cached
+}
+
+func newRing() *ring {
+	return &ring{holder: map[string]string{}, term: map[string]uint64{}, cached: map[string]map[string]uint64{}}
+}
+
+// take makes replica the member's writer in a new term; seen lists the
+// replicas whose caches see it at once (the others keep their view).
+func (r *ring) take(member, replica string, seen ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.term[member]++
+	r.holder[member] = replica
+	for _, s := range append(seen, replica) {
+		if r.cached[s] == nil {
+			r.cached[s] = map[string]uint64{}
+		}
+		delete(r.cached[s], member)
+		if s == replica {
+			r.cached[s][member] = r.term[member]
+		}
+	}
+}
+
+// owners is replica's view (incarnation = replica name).
+func (r *ring) owners(replica string) store.Owners { return replicaView{r, replica} }
+
+type replicaView struct {
+	r       *ring
+	replica string
+}
+
+func (v replicaView) Writer(member string) (uint64, string, bool) {
+	v.r.mu.Lock()
+	defer v.r.mu.Unlock()
+	t, ok := v.r.cached[v.replica][member]
+	return t, v.replica, ok
+}
+
+func (v replicaView) Confirm(_ context.Context, member string) error {
+	v.r.mu.Lock()
+	defer v.r.mu.Unlock()
+	if h := v.r.holder[member]; h != v.replica {
+		return fmt.Errorf("%w (held by %q)", store.ErrNotOwner, h)
+	}
+	return nil
+}
+
+// Two replicas writing disjoint members never fence each other; each
+// member's records carry its own writer term and the writer's incarnation,
+// and no process-wide term is taken.
+func TestShardedKeepersOfDisjointMembersDoNotFenceEachOther(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	r := newRing()
+	r.take("a", "one")
+	r.take("b", "two")
+	r.take("b", "two") // b's term is 2
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	storetest.Update(one, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("a0")} })
+	if err := one.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("two")})
+	storetest.Update(two, "b", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("b0")} })
+	if err := two.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Update(one, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("a1")) })
+	if err := one.Flush(ctx); err != nil {
+		t.Errorf("replica one writing a after two wrote b: %v", err)
+	}
+	if err := one.CheckWriter(ctx, "a"); err != nil {
+		t.Errorf("replica one, writer of a: %v", err)
+	}
+	if err := two.CheckWriter(ctx, "b"); err != nil {
+		t.Errorf("replica two, writer of b: %v", err)
+	}
+	if err := two.CheckWriter(ctx, "a"); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("replica two about a, which one writes: %v, want ErrFenced", err)
+	}
+	for _, k := range []*store.Keeper{one, two} {
+		if err := k.Health(); err != nil {
+			t.Errorf("health: %v", err)
+		}
+	}
+	if a := mustGet(t, m, "a"); a.Term != 1 || a.Writer != "one" || fmt.Sprint(names(a.Deletes)) != "[a0 a1]" {
+		t.Errorf("record of a: term %d writer %q deletes %v, want term 1 by one, [a0 a1]", a.Term, a.Writer, names(a.Deletes))
+	}
+	if b := mustGet(t, m, "b"); b.Term != 2 || b.Writer != "two" {
+		t.Errorf("record of b: term %d writer %q, want term 2 by two", b.Term, b.Writer)
+	}
+	if term, _ := m.Term(ctx); term != 0 {
+		t.Errorf("store term %d: a sharded Keeper took a process-wide term", term)
+	}
+}
+
+// A member another replica took is fenced alone for the replica that wrote
+// it before, even while its cache still says it writes it: its stale
+// change is not written, its memory of the member is dropped, CheckWriter
+// refuses, and its other members keep writing.
+func TestShardedKeeperFencedForATakenMemberOnly(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	r := newRing()
+	r.take("a", "one")
+	r.take("c", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	for _, c := range []string{"a", "c"} {
+		storetest.Update(one, c, func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed(c + "0"), owed(c + "1")} })
+	}
+	if err := one.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two takes a (make before break: one's cache has not seen it yet),
+	// reads it and claims it.
+	r.take("a", "two")
+	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("two")})
+	if err := two.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustGet(t, m, "a"); a.Writer != "two" || a.Term != 2 {
+		t.Fatalf("a not claimed by two: writer %q term %d", a.Writer, a.Term)
+	}
+	// One, with stale memory, drops a0 of a and c0 of c.
+	for _, c := range []string{"a", "c"} {
+		storetest.Update(one, c, func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed(c + "1")} })
+	}
+	if err := one.FlushCluster(ctx, "a"); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("one's write of a after two took it: %v, want ErrFenced", err)
+	}
+	if err := one.FlushCluster(ctx, "c"); err != nil {
+		t.Fatalf("one's write of c, still its own: %v", err)
+	}
+	if got := fmt.Sprint(names(mustGet(t, m, "a").Deletes)); got != "[a0 a1]" {
+		t.Errorf("record of a %s, want [a0 a1] (one's stale change not written)", got)
+	}
+	if got := fmt.Sprint(names(mustGet(t, m, "c").Deletes)); got != "[c1]" {
+		t.Errorf("record of c %s, want [c1]", got)
+	}
+	if got := storetest.Memory(one, "a").Deletes; len(got) != 0 {
+		t.Errorf("one still holds a in memory: %v", names(got))
+	}
+	if err := one.CheckWriter(ctx, "a"); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("CheckWriter of one about a: %v, want ErrFenced", err)
+	}
+	if err := one.CheckWriter(ctx, "c"); err != nil {
+		t.Errorf("CheckWriter of one about c: %v", err)
+	}
+	if err := one.Health(); err != nil {
+		t.Errorf("one's health after one member was fenced: %v", err)
+	}
+	// Fenced in its term, one writes nothing more of a, even before its
+	// cache sees the take.
+	puts := m.Puts()
+	storetest.Update(one, "a", func(st *storetest.State) { st.Hysteresis = []byte(`{"by":"one"}`) })
+	if err := one.FlushCluster(ctx, "a"); !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("one's write of a fenced member: %v, want ErrNotOwner", err)
+	}
+	if n := m.Puts() - puts; n != 0 {
+		t.Errorf("one wrote %d records of a member fenced for it", n)
+	}
+	if err := one.Health(); err != nil {
+		t.Errorf("one's health with a change of a member it does not write: %v", err)
+	}
+}
+
+// A member whose writer changed is read again by the next Load in each
+// term this replica writes it: what another replica wrote meanwhile is in
+// memory before anything is decided, and a change made while this replica
+// was not the writer waits, then is merged and written.
+func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	r := newRing()
+	r.take("a", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	if err := one.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Update(one, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
+	if err := one.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.take("a", "two", "one")
+	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("two")})
+	if err := two.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Update(two, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("p1")) })
+	if err := two.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One is not a's writer: its change waits, unwritten.
+	puts := m.Puts()
+	storetest.Update(one, "a", func(st *storetest.State) { st.Deletes = append(st.Deletes, owed("p2")) })
+	if err := one.FlushCluster(ctx, "a"); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("one's write of a, written by two: %v, want ErrNotOwner", err)
+	}
+	if n := m.Puts() - puts; n != 0 {
+		t.Fatalf("one wrote %d records of a member it does not write", n)
+	}
+	if one.Known("a") {
+		t.Error("Known(a) for a member one does not write now")
+	}
+	// A comes back to one.
+	r.take("a", "one", "two")
+	if err := one.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(sortedNames(storetest.Memory(one, "a").Deletes)); got != "[p0 p1 p2]" {
+		t.Errorf("one's memory of a after taking it back: %s, want [p0 p1 p2] (two's p1 read, its own p2 kept)", got)
+	}
+	if !one.Known("a") {
+		t.Error("Known(a) false after one read it as its writer")
+	}
+	if err := one.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustGet(t, m, "a"); a.Term != 3 || a.Writer != "one" || fmt.Sprint(sortedNames(a.Deletes)) != "[p0 p1 p2]" {
+		t.Errorf("record of a: term %d writer %q deletes %v, want term 3 by one, [p0 p1 p2]", a.Term, a.Writer, names(a.Deletes))
+	}
+}
+
+func sortedNames(ds []deletes.PendingDelete) []string { return slices.Sorted(slices.Values(names(ds))) }
