@@ -1,88 +1,40 @@
-// Package shard simulates the design in docs/scaling.md: members assigned
-// to leafsync replicas by rendezvous hashing over the replicas' live shard
-// Leases, with the per-member cost measured by `make bench-scale`, through
-// replica loss and rebalancing. It is a model to size a fleet and check the
-// design's properties (one owner per member, minimal movement, balance),
-// not leafsync code.
+// Package shard simulates docs/scaling.md's sharding: members assigned to
+// leafsync replicas by leafsync's own assignment (internal/syncer/shard)
+// over the replicas' live shard Leases, with the per-member cost measured
+// by `make bench-scale`, through replica loss and rebalancing. It is a
+// model to size a fleet and check the design's properties (one owner per
+// member, minimal movement, balance); the assignment is leafsync's code.
 package shard
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math"
-	"slices"
 	"sort"
 	"time"
+
+	leafshard "github.com/leafsync/leafsync/internal/syncer/shard"
 )
 
 // Owner is the replica that owns a member: the one with the highest hash
-// of (member, replica) among the live replicas (rendezvous hashing). Every
-// replica computes the same answer from the same set of live Leases, with
-// no coordinator; when a replica goes, only its members move, each to the
-// replica that ranked second for it.
+// of (member, replica) among the live replicas (rendezvous hashing,
+// leafsync's shard.Rank). Every replica computes the same answer from the
+// same set of live Leases, with no coordinator; when a replica goes, only
+// its members move, each to the replica that ranked second for it.
 func Owner(member string, replicas []string) string {
-	best, bestHash := "", uint64(0)
-	for _, r := range replicas {
-		v := score(member, r)
-		if best == "" || v > bestHash || (v == bestHash && r < best) {
-			best, bestHash = r, v
-		}
+	if len(replicas) == 0 {
+		return ""
 	}
-	return best
+	return leafshard.Rank(member, replicas)[0]
 }
 
-func score(member, replica string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(member))
-	h.Write([]byte{0})
-	h.Write([]byte(replica))
-	// FNV's low bits mix poorly for similar inputs; a final avalanche
-	// (splitmix64's) spreads them.
-	return mix(h.Sum64())
-}
-
-// ranking is the replicas in a member's order of preference.
-func ranking(member string, replicas []string) []string {
-	out := slices.Clone(replicas)
-	sort.Slice(out, func(i, j int) bool {
-		a, b := score(member, out[i]), score(member, out[j])
-		return a > b || (a == b && out[i] < out[j])
-	})
-	return out
-}
-
-// AssignBounded is rendezvous hashing with bounded loads (Mirrokni,
-// Thorup, Zadimoghaddam 2018): no replica holds more than
-// ceil((1+eps)·members/replicas); a member whose first choice is full
-// goes to the next replica in its ranking. Members are placed in name
-// order, so every replica computes the same assignment from the same
-// Secrets and Leases. Plain rendezvous leaves the busiest of 50 replicas
-// 16% above the mean with 10,000 members; a replica must be sized for the
-// busiest, so the bound saves that headroom at the price of a few more
-// moves on a change.
+// AssignBounded is leafsync's assignment (internal/syncer/shard.Assign):
+// rendezvous hashing with bounded loads, no replica holding more than
+// ceil((1+eps)·members/replicas).
 func AssignBounded(members, replicas []string, eps float64) map[string]string {
-	limit := int(math.Ceil((1 + eps) * float64(len(members)) / float64(len(replicas))))
-	count := map[string]int{}
-	out := make(map[string]string, len(members))
-	for _, m := range slices.Sorted(slices.Values(members)) {
-		for _, r := range ranking(m, replicas) {
-			if count[r] < limit {
-				out[m] = r
-				count[r]++
-				break
-			}
-		}
-	}
-	return out
+	return leafshard.Assign(members, replicas, eps)
 }
 
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-// Assign maps every member to its owner.
+// Assign maps every member to its owner (plain rendezvous hashing).
 func Assign(members, replicas []string) map[string]string {
 	out := make(map[string]string, len(members))
 	for _, m := range members {
