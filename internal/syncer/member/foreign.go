@@ -44,8 +44,9 @@ func (f *ForeignPod) Pod() *corev1.Pod {
 func foreignPod(p *corev1.Pod) *ForeignPod {
 	u := leafnode.UsageOf(p)
 	u.Requests = requestShapes.intern(u.Requests)
+	u.NodeName, u.Phase = intern(u.NodeName), corev1.PodPhase(intern(string(u.Phase)))
 	return &ForeignPod{
-		Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.ResourceVersion,
+		Namespace: intern(p.Namespace), Name: p.Name, ResourceVersion: p.ResourceVersion,
 		Deleted: p.DeletionTimestamp, PodUsage: u,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,17 +77,37 @@ func stripNode(n *corev1.Node) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
-			Labels: n.Labels, Annotations: keepLeafsyncKeys(n.Annotations),
+			Labels: internLabels(n.Labels), Annotations: keepLeafsyncKeys(n.Annotations),
 		},
 		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
 		Status: corev1.NodeStatus{
 			Allocatable: requestShapes.intern(n.Status.Allocatable),
 			Conditions:  conditionShapes.intern(n.Status.Conditions),
-			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: info.KubeletVersion,
-				OperatingSystem: info.OperatingSystem, Architecture: info.Architecture},
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: intern(info.KubeletVersion),
+				OperatingSystem: intern(info.OperatingSystem), Architecture: intern(info.Architecture)},
 			DeclaredFeatures: n.Status.DeclaredFeatures,
 		},
 	}
+}
+
+// intern returns the one copy of s that every member's cache shares: a
+// decoded object's strings are allocations of their own, and most of a
+// node's labels, its OS and version, a pod's namespace, node and phase,
+// repeat across the objects of a member and across members.
+func intern(s string) string { return unique.Make(s).Value() }
+
+// internLabels keeps a node's labels with shared keys and values (a
+// hostname label's value is the node's own; the keys and the other values
+// repeat from node to node).
+func internLabels(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		out[intern(k)] = intern(v)
+	}
+	return out
 }
 
 // Cached objects are never modified, so objects that hold the same list
