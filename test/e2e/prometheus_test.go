@@ -109,6 +109,11 @@ func TestPrometheusScrapesAFlap(t *testing.T) {
 	metric := regexp.MustCompile(`leafsync_[a-z_]+`)
 	checked := map[string]bool{}
 	for i, e := range exprs {
+		// The Shards row and LeafsyncMemberWithoutOwner read what sharded
+		// replicas export: TestPrometheusScrapesShards.
+		if shardExpr(e) {
+			continue
+		}
 		r, err := prom.Query(ctx, e)
 		var promErr *promv1.Error
 		if errors.As(err, &promErr) {
@@ -167,6 +172,105 @@ func TestPrometheusScrapesAFlap(t *testing.T) {
 		return nil
 	})
 	t.Logf("%d alert rules loaded and healthy", len(want))
+}
+
+// shardExpr: e reads the metrics of sharded replicas.
+func shardExpr(e string) bool { return strings.Contains(e, "leafsync_shard_") }
+
+// TestPrometheusScrapesShards: a real Prometheus scrapes two sharded
+// replicas sharing four registrations. Every query of the dashboard's
+// Shards row returns data; the members per replica add up to the
+// registrations, as do the members assigned; LeafsyncMemberWithoutOwner's
+// expression finds no member without an owner, and Prometheus evaluates
+// the rule without error.
+func TestPrometheusScrapesShards(t *testing.T) {
+	f := newFleet(t, harness.HostOptions{}, harness.MemberOptions{Name: "member-a", Nodes: 1})
+	r0, r1 := f.startShardReplica(t, "r0"), f.startShardReplica(t, "r1")
+	prom := harness.StartPrometheus(t, []string{r0.MetricsAddr, r1.MetricsAddr}, []string{alertsFile})
+	const registrations = 4
+	for i := range registrations {
+		f.registerAs(t, fmt.Sprintf("shard-%d", i), "member-a")
+	}
+	for i := range registrations {
+		f.waitLeafReady(t, fmt.Sprintf("leaf-shard-%d", i), 2*time.Minute)
+	}
+	ctx := context.Background()
+	value := func(expr string) (float64, error) {
+		r, err := prom.Query(ctx, expr)
+		if err != nil {
+			return 0, err
+		}
+		if len(r) != 1 {
+			return 0, fmt.Errorf("%d series", len(r))
+		}
+		return float64(r[0].Value), nil
+	}
+	for _, expr := range []string{"sum(leafsync_shard_members)", "sum(leafsync_shard_assigned_members)", "count(leafsync_shard_members)"} {
+		want := float64(registrations)
+		if strings.HasPrefix(expr, "count") {
+			want = 2 // one series per replica
+		}
+		harness.Eventually(t, time.Minute, expr, func() error {
+			v, err := value(expr)
+			if err == nil && v != want {
+				err = fmt.Errorf("%v, want %v", v, want)
+			}
+			return err
+		})
+	}
+
+	var shardQueries int
+	for _, e := range dashboardExprs(t) {
+		if !shardExpr(e) {
+			continue
+		}
+		shardQueries++
+		harness.Eventually(t, 30*time.Second, e, func() error {
+			r, err := prom.Query(ctx, e)
+			if err == nil && len(r) == 0 {
+				err = errors.New("no data")
+			}
+			return err
+		})
+	}
+	if shardQueries < 5 {
+		t.Fatalf("%d queries of the Shards row, want at least 5", shardQueries)
+	}
+
+	var rule chartRule
+	for _, r := range chartRules(t) {
+		if r.Alert == "LeafsyncMemberWithoutOwner" {
+			rule = r
+		}
+	}
+	if rule.Expr == "" {
+		t.Fatal("no rule LeafsyncMemberWithoutOwner")
+	}
+	// The rule's threshold removed: the members without an owner, 0.
+	lhs, _, _ := strings.Cut(rule.Expr, " > ")
+	harness.Eventually(t, 30*time.Second, lhs+" = 0: every member owned", func() error {
+		v, err := value(lhs)
+		if err == nil && v != 0 {
+			err = fmt.Errorf("%v", v)
+		}
+		return err
+	})
+	harness.Eventually(t, time.Minute, "LeafsyncMemberWithoutOwner evaluated", func() error {
+		got, err := prom.AlertingRules(ctx)
+		if err != nil {
+			return err
+		}
+		r, ok := got[rule.Alert]
+		switch {
+		case !ok:
+			return errors.New("not loaded")
+		case r.Health != promv1.RuleHealthGood || r.LastEvaluation.IsZero():
+			return fmt.Errorf("health %q, %s, last evaluated %s", r.Health, r.LastError, r.LastEvaluation)
+		case len(r.Alerts) > 0:
+			return fmt.Errorf("%d alerts pending or firing", len(r.Alerts))
+		}
+		return nil
+	})
 }
 
 func dashboardExprs(t *testing.T) []string {

@@ -171,6 +171,22 @@ func build() (dashboard.Dashboard, error) {
 	b.WithPanel(graph("kubectl logs, exec, attach, port-forward on leaves", "Requests to the leaves' kubelet API per second, by verb and answer: upgraded (a stream handed to the member), 200, or the refusal (401, 403, 404, 502 when the member is unreachable).", 6, 24,
 		target("sum by (verb, code) (rate("+counter(metrics.KubeletAPIRequests)+"[5m]))", "{{verb}} {{code}}")))
 
+	b.WithRow(dashboard.NewRowBuilder("Shards"))
+	b.WithPanel(graph("Members per replica", "Members each replica acts on (with more than one replica; docs/install.md, \"Running more than one replica\").", 6, 12,
+		target(sumBy(metrics.ShardMembers, "replica", sel(metrics.ShardMembers)), "{{replica}}")).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
+	b.WithPanel(graph("Assigned and acting", "Members assigned to the replicas and members a replica acts on, summed over the replicas. Acting below assigned for long: a member without an owner (alert LeafsyncMemberWithoutOwner).", 6, 12,
+		target("sum("+sel(metrics.ShardAssignedMembers)+")", "assigned"),
+		target("sum("+sel(metrics.ShardMembers)+")", "acting")))
+	b.WithPanel(graph("Live replicas and shard Leases held", "Live replicas in the fewest and the most any replica sees (they differ while a replica joins, drains or is lost), and the replicas that hold their shard Lease.", 6, 12,
+		target("min("+sel(metrics.ShardLiveReplicas)+")", "live (fewest seen)"),
+		target("max("+sel(metrics.ShardLiveReplicas)+")", "live (most seen)"),
+		target("sum("+sel(metrics.ShardLeaseHeld)+")", "shard Leases held")))
+	b.WithPanel(graph("Handovers", "Members taken per 5 minutes, by reason: new (no writer yet), rebalance (from a live replica, make before break), failover (from a replica whose shard Lease expired).", 6, 12,
+		target(sumBy(metrics.ShardHandovers, "reason", "increase("+counter(metrics.ShardHandovers)+"[5m])"), "{{reason}}")).
+		DrawStyle(common.GraphDrawStyleBars).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
+
 	d, err := b.Build()
 	if err != nil {
 		return d, err

@@ -43,6 +43,7 @@ func TestQueriesAreCheckedAgainstSpecs(t *testing.T) {
 		"unknown label value":  func() { known(metrics.DeleteOutcomes, "forwarded", "dropped") },
 		"gauge without labels": func() { sel(metrics.StorePendingWrites, inClusters) },
 		"variable of no label": func() { labelValues(metrics.MassDisconnect, "cluster") },
+		"sum by no label":      func() { sumBy(metrics.ShardLiveReplicas, "replica", sel(metrics.ShardLiveReplicas)) },
 	} {
 		func() {
 			defer func() {

@@ -61,6 +61,14 @@ func series(s metrics.Spec, name string, ms []matcher) string {
 	return name + "{" + strings.Join(parts, ",") + "}"
 }
 
+// sumBy sums expr, a query of s, by one of s's labels.
+func sumBy(s metrics.Spec, label, expr string) string {
+	if !slices.Contains(s.Labels, label) {
+		panic(fmt.Sprintf("dashboard: %s has no label %q (labels %v)", s.Name, label, s.Labels))
+	}
+	return fmt.Sprintf("sum by (%s) (%s)", label, expr)
+}
+
 // p99 is the 99th percentile per member of a histogram over 5m.
 func p99(s metrics.Spec) string {
 	return fmt.Sprintf("histogram_quantile(0.99, sum by (cluster, le) (rate(%s[5m])))", bucket(s, inClusters))
