@@ -35,10 +35,15 @@ type Advertiser struct {
 	Port     int32
 	Logger   logr.Logger
 	Clock    clock.WithTicker // the queue's backoff (real when nil)
+	// Acting (nil: unsharded, the leader advertises on every leaf) says
+	// whether this replica acts on a member: sharded, each replica
+	// advertises itself on the leaves of the members it acts on.
+	Acting func(cluster string) bool
 }
 
-// NeedLeaderElection: only the leader advertises (its own address).
-func (a *Advertiser) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: only the leader advertises (its own address);
+// sharded, every replica advertises on its members' leaves.
+func (a *Advertiser) NeedLeaderElection() bool { return a.Acting == nil }
 
 // Start writes every leaf as it is added or changed, until ctx ends.
 func (a *Advertiser) Start(ctx context.Context) error {
@@ -46,7 +51,8 @@ func (a *Advertiser) Start(ctx context.Context) error {
 		Name: "kubeletapi-advertise", Workers: 1, Clock: a.Clock, Logger: a.Logger.WithName("kubeletapi"),
 	})
 	enqueue := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && n.Labels[leafnode.LabelCluster] != "" && !a.advertised(n) {
+		if n, ok := obj.(*corev1.Node); ok && n.Labels[leafnode.LabelCluster] != "" && !a.advertised(n) &&
+			(a.Acting == nil || a.Acting(n.Labels[leafnode.LabelCluster])) {
 			r.Add(n.Name)
 		}
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	Logger                        logr.Logger
 	// Clock times the requests for the log (real when nil).
 	Clock clock.PassiveClock
+	// Sharded: members are sharded across replicas, and every replica
+	// serves the leaves of the members it acts on (they advertise it).
+	Sharded bool
 }
 
 // Server is leafsync's kubelet API for its leaves. It runs only on the
@@ -117,8 +120,9 @@ func New(o Options) (*Server, error) {
 	return &Server{o: o, log: o.Logger.WithName("kubeletapi"), proxy: map[string]*memberProxy{}}, nil
 }
 
-// NeedLeaderElection: only the leader serves (manager.LeaderElectionRunnable).
-func (s *Server) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: only the leader serves (manager.LeaderElectionRunnable);
+// sharded, every replica does.
+func (s *Server) NeedLeaderElection() bool { return !s.o.Sharded }
 
 // Start serves until ctx ends (manager.Runnable).
 func (s *Server) Start(ctx context.Context) error {

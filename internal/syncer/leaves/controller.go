@@ -116,8 +116,9 @@ func New(o Options) *Controller {
 	return c
 }
 
-// NeedLeaderElection: leaves and their Leases are written by the leader only.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: leaves and their Leases are written by the leader
+// only; sharded, by every replica for the members it acts on.
+func (c *Controller) NeedLeaderElection() bool { return !c.opts.Registry.Sharded() }
 
 // Start follows the registry until ctx ends, then stops every leaf (the
 // leaves stay in the host: a leafsync restart is not a deregistration).
@@ -160,8 +161,11 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	if l != nil && l.name != m.Spec.LeafName {
 		// Renamed: the old leaf goes, a new one comes.
 		c.Disengage(cluster)
-		if err := l.writer.Delete(ctx); err != nil {
-			c.log.Error(err, "removing renamed leaf", "leaf", l.name)
+		// Sharded and handed over meanwhile: the member's writer renames it.
+		if c.opts.Registry.Acting(cluster) {
+			if err := l.writer.Delete(ctx); err != nil {
+				c.log.Error(err, "removing renamed leaf", "leaf", l.name)
+			}
 		}
 		l = nil
 	}
@@ -316,6 +320,11 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 		leases = c.opts.Host
 	}
 	owned := func() bool {
+		// Sharded: only the member's writer renews (checked at every
+		// renewal, so a replica that lost the member stops at once).
+		if !c.opts.Registry.Acting(l.cluster) {
+			return false
+		}
 		n, err := c.nodes.Get(l.name)
 		return err == nil && leafnode.Owns(n, l.cluster)
 	}
@@ -372,8 +381,8 @@ func (l *leaf) stop() {
 func (l *leaf) sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.stopped {
-		return nil
+	if l.stopped || !l.c.opts.Registry.Acting(l.cluster) {
+		return nil // sharded: another replica writes the leaf now
 	}
 	ctx := l.ctx
 	m := l.current()

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -121,6 +120,9 @@ type Controller struct {
 	// services are the host's Services, copied into a member namespace
 	// before a pod is created there (services.go).
 	services *hostServices
+	// hostPods are the host's pods bound to nodes, for every leaf
+	// (hostpods.go).
+	hostPods *hostPods
 }
 
 // New returns a Controller; Start runs it.
@@ -147,12 +149,14 @@ func New(o Options) *Controller {
 	}
 	c.nsWatch = nswatch.New(o.Host, o.Clock, c.deferredNamespaceChanged)
 	c.services = newHostServices(o.Host)
+	c.hostPods = newHostPods(o.Host)
 	c.engage = engage.NewRunner(c, c.log)
 	return c
 }
 
-// NeedLeaderElection: only the leader syncs pods.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: only the leader syncs pods; sharded, every replica
+// syncs the pods of the members it acts on.
+func (c *Controller) NeedLeaderElection() bool { return !c.opts.Registry.Sharded() }
 
 // Start follows the registry until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
@@ -160,6 +164,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.nsWatch.Start(ctx)
 	defer c.nsWatch.Wait()
 	c.services.start(ctx)
+	c.hostPods.start(ctx)
+	defer c.hostPods.stop()
 	if !cache.WaitForCacheSync(ctx.Done(), c.opts.LeafNodes.Informer().HasSynced) {
 		return nil
 	}
@@ -247,21 +253,19 @@ func (c *Controller) cleanup(ctx context.Context, d clusters.Deregistration) err
 	return errors.Join(errs...)
 }
 
-// memberSync is pod sync for one member: the host pods bound to its leaf
-// (an informer with a field selector on the leaf's name), a queue of its
-// pods fed by both clusters' informers, and a resync loop.
+// memberSync is pod sync for one member: a queue of its pods, fed by the
+// host pods bound to its leaf (hostPods) and the member's pod informer, and
+// a resync loop.
 type memberSync struct {
 	c       *Controller
 	cluster string
 	log     logr.Logger
 	queue   *runner.Runner[key]
 
-	mu         sync.Mutex
-	member     clusters.Member
-	leaf       string
-	host       cache.SharedIndexInformer
-	hostCancel context.CancelFunc
-	ctx        context.Context
+	mu     sync.Mutex
+	member clusters.Member
+	leaf   string
+	ctx    context.Context
 
 	kick   chan struct{}
 	cancel context.CancelFunc
@@ -291,40 +295,16 @@ func (c *Controller) startMember(parent context.Context, m clusters.Member) *mem
 	return ms
 }
 
-// setMember points at a (new) member runtime and leaf: the host informer
-// is restarted when the leaf is renamed.
+// setMember points at a (new) member runtime and leaf: a renamed leaf's
+// host pods are followed from then on.
 func (ms *memberSync) setMember(m clusters.Member) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	ms.member = m
-	if ms.host == nil || ms.leaf != m.Spec.LeafName {
-		if ms.hostCancel != nil {
-			ms.hostCancel()
-		}
+	if ms.leaf != m.Spec.LeafName {
+		ms.c.hostPods.setLeaf(ms, ms.leaf, m.Spec.LeafName)
 		ms.leaf = m.Spec.LeafName
-		ms.host, ms.hostCancel = ms.startHostInformer(ms.leaf)
 	}
-}
-
-func (ms *memberSync) startHostInformer(leaf string) (cache.SharedIndexInformer, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ms.ctx)
-	sel := fields.OneTermEqualSelector("spec.nodeName", leaf).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(ms.c.opts.Host, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }),
-		informers.WithTransform(func(obj any) (any, error) {
-			if p, ok := obj.(*corev1.Pod); ok {
-				p.ManagedFields = nil
-			}
-			return obj, nil
-		}))
-	inf := factory.Core().V1().Pods().Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    ms.onHostPod,
-		UpdateFunc: func(_, o any) { ms.onHostPod(o) },
-		DeleteFunc: ms.onHostPod,
-	})
-	factory.Start(ctx.Done())
-	return inf, func() { cancel(); factory.Shutdown() }
 }
 
 func podKey(obj any) (string, string, bool) {
@@ -337,12 +317,6 @@ func podKey(obj any) (string, string, bool) {
 		return "", "", false
 	}
 	return p.GetNamespace(), p.GetName(), true
-}
-
-func (ms *memberSync) onHostPod(obj any) {
-	if ns, name, ok := podKey(obj); ok {
-		ms.queue.Add(key{ms.cluster, ns, name})
-	}
 }
 
 func (ms *memberSync) onMemberPod(obj any) {
@@ -366,9 +340,7 @@ func (ms *memberSync) trigger() {
 
 func (ms *memberSync) stop() {
 	ms.mu.Lock()
-	if ms.hostCancel != nil {
-		ms.hostCancel()
-	}
+	ms.c.hostPods.setLeaf(ms, ms.leaf, "")
 	ms.mu.Unlock()
 	ms.cancel()
 	ms.done.Wait()
@@ -382,10 +354,10 @@ func (ms *memberSync) setReadiness(d hysteresis.Decision) {
 	ms.member.Readiness = d
 }
 
-func (ms *memberSync) snapshot() (clusters.Member, string, cache.SharedIndexInformer) {
+func (ms *memberSync) snapshot() (clusters.Member, string, *hostPods) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	return ms.member, ms.leaf, ms.host
+	return ms.member, ms.leaf, ms.c.hostPods
 }
 
 func (ms *memberSync) hostSynced() bool {
@@ -423,12 +395,9 @@ func (ms *memberSync) loop(ctx context.Context) {
 // enqueueAll queues every pod name pod sync knows in this member: host
 // pods on the leaf, leafsync's member pods, pending deletes.
 func (ms *memberSync) enqueueAll() {
-	m, _, host := ms.snapshot()
-	for _, k := range host.GetStore().ListKeys() {
-		ns, name, err := cache.SplitMetaNamespaceKey(k)
-		if err == nil {
-			ms.queue.Add(key{ms.cluster, ns, name})
-		}
+	m, leaf, host := ms.snapshot()
+	for _, p := range host.on(leaf) {
+		ms.queue.Add(key{ms.cluster, p.Namespace, p.Name})
 	}
 	if m.Runtime.HasSynced() {
 		pods, _ := m.Runtime.PodLister().List(labels.SelectorFromSet(labels.Set{podmeta.LabelManaged: "true", podmeta.LabelCluster: ms.cluster}))
@@ -472,8 +441,8 @@ func (c *Controller) policyFor(m clusters.Member) podmeta.Policy {
 // carries out the plan. Gathering writes nothing.
 func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error) {
 	ms := c.memberSync(k.Cluster)
-	if ms == nil {
-		return runner.Result{}, nil
+	if ms == nil || !c.opts.Registry.Acting(k.Cluster) {
+		return runner.Result{}, nil // sharded: another replica writes the member's pods now
 	}
 	m, leaf, host := ms.snapshot()
 	if !host.HasSynced() {
@@ -496,7 +465,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 	start := c.opts.Clock.Now()
 	defer func() {
 		metrics.PodSyncDurationVec.WithLabelValues(k.Cluster).Observe(c.opts.Clock.Since(start).Seconds())
-		c.updateGauges(k.Cluster, host)
+		c.updateGauges(k.Cluster, len(host.on(leaf)))
 	}()
 	// Pending deletes must be read from the store before anything is
 	// decided: without them an owed delete would look like an orphan.
@@ -505,10 +474,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 		return runner.Result{RequeueAfter: time.Second}, nil
 	}
 	var hp *corev1.Pod
-	if obj, exists, err := host.GetStore().GetByKey(k.Namespace + "/" + k.Name); err == nil && exists {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == leaf {
-			hp = p.DeepCopy()
-		}
+	if p := host.get(k.Namespace, k.Name, leaf); p != nil {
+		hp = p.DeepCopy()
 	}
 	var mp *corev1.Pod
 	if memberSynced {
@@ -541,8 +508,8 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 }
 
 // updateGauges sets the synced-pod and pending-delete gauges of a member.
-func (c *Controller) updateGauges(cluster string, host cache.SharedIndexInformer) {
-	metrics.SyncedPodsVec.WithLabelValues(cluster).Set(float64(len(host.GetStore().ListKeys())))
+func (c *Controller) updateGauges(cluster string, hostPods int) {
+	metrics.SyncedPodsVec.WithLabelValues(cluster).Set(float64(hostPods))
 	counts := map[deletes.DeleteKind]int{}
 	for _, d := range c.ledger.pendingDeletes(cluster) {
 		counts[d.Kind]++

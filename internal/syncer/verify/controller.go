@@ -94,8 +94,9 @@ func New(o Options) *Controller {
 	return c
 }
 
-// NeedLeaderElection: only the leader verifies and writes results.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: only the leader verifies and writes results;
+// sharded, every replica verifies the members it acts on.
+func (c *Controller) NeedLeaderElection() bool { return !c.opts.Registry.Sharded() }
 
 // Start follows the registry until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
@@ -229,7 +230,7 @@ var errNotVerified = errors.New("not verified")
 // Reconcile verifies the member once.
 func (c *Controller) Reconcile(ctx context.Context, cluster string) (runner.Result, error) {
 	st := c.lookup(cluster)
-	if st == nil {
+	if st == nil || !c.opts.Registry.Acting(cluster) {
 		return runner.Result{}, nil
 	}
 	st.mu.Lock()

@@ -100,8 +100,9 @@ func New(o Options) *Controller {
 	return c
 }
 
-// NeedLeaderElection: only the leader provisions.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: only the leader provisions; sharded, every replica
+// provisions for the leaves of the members it acts on.
+func (c *Controller) NeedLeaderElection() bool { return !c.opts.Registry.Sharded() }
 
 // Start runs the informers and the queue until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
@@ -147,7 +148,7 @@ func (c *Controller) reconcile(ctx context.Context, k key) (runner.Result, error
 // memberOfLeaf is the member whose leaf is node.
 func (c *Controller) memberOfLeaf(node string) (clusters.Member, bool) {
 	for _, m := range c.opts.Registry.Members() {
-		if m.Spec.LeafName == node && m.Runtime != nil {
+		if m.Spec.LeafName == node && m.Runtime != nil && c.opts.Registry.Acting(m.Cluster()) {
 			return m, true
 		}
 	}
@@ -212,6 +213,9 @@ func (c *Controller) follow(ctx context.Context, name string) (runner.Result, er
 		return runner.Result{}, err
 	}
 	cluster := pv.Labels[podmeta.LabelCluster]
+	if !c.opts.Registry.Acting(cluster) {
+		return runner.Result{RequeueAfter: c.opts.Resync}, nil // sharded: the member's writer follows it
+	}
 	m, ok := c.opts.Registry.Member(cluster)
 	if !ok || m.Runtime == nil || m.Readiness.Status.State == hysteresis.NotReady {
 		// The data stays in the member: pods of the claim wait for it.
