@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -123,19 +122,10 @@ func (r statusReader) owners(ctx context.Context) (map[string]string, error) {
 	owners := map[string]string{}
 	for _, l := range leases.Items {
 		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != "" {
-			owners[l.Annotations[shard.AnnotationCluster]] = replicaOf(holder)
+			owners[l.Annotations[shard.AnnotationCluster]] = shard.ReplicaOf(holder)
 		}
 	}
 	return owners, nil
-}
-
-// incarnationSuffix is what a replica adds to its name for each
-// incarnation.
-var incarnationSuffix = regexp.MustCompile(`-[0-9a-f]{8}$`)
-
-// replicaOf is the replica name of an incarnation.
-func replicaOf(incarnation string) string {
-	return incarnationSuffix.ReplaceAllString(incarnation, "")
 }
 
 // leafState maps the leaf's Ready condition (written by leafsync from the
