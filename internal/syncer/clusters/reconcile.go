@@ -86,12 +86,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	c.reporter.unknownAnnotations(&s)
 
-	// Sharded: the finalizer is the writer's to add, and the saved state
-	// is restored once the member is taken (takeover.go).
-	if !c.acting(spec.Cluster) {
-		// Not yet: the runtime takes the member first.
-	} else if err := c.ensureFinalizer(ctx, &s); err != nil {
-		return reconcile.Result{}, err
+	// Sharded: the finalizer is the writer's to add (once the runtime
+	// took the member), and the saved state is restored at the take
+	// (takeover.go).
+	if c.acting(spec.Cluster) {
+		if err := c.ensureFinalizer(ctx, &s); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if c.opts.Restore != nil && !c.reg.Sharded() {
 		if _, running := c.reg.Member(spec.Cluster); !running {
