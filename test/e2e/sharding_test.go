@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/leafsync/leafsync/internal/syncer/registration"
 	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/test/harness"
 )
@@ -124,9 +127,16 @@ func TestSharding(t *testing.T) {
 	})
 	t.Logf("owners: %v", byReplica(owners))
 
-	// A Deployment over every leaf, and every member pod watched.
-	web := leafWorkload("web", 2*registrations, leaves...)
-	f.createWorkloads(t, []harness.LeafWorkload{web}, nil)
+	// A Deployment with two pods on every leaf (spread by hostname), and
+	// every member pod watched.
+	web := leafWorkload("web", 2*registrations, leaves...).Deployment()
+	web.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: web.Spec.Selector,
+	}}
+	if _, err := f.host.Client().AppsV1().Deployments(appsNS).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	hostPods := waitHostPodsReady(t, f, "app=web", 2*registrations, 3*time.Minute, leaves...)
 	podLeaf := map[string]string{}
 	perLeaf := map[string]int{}
@@ -210,6 +220,11 @@ func TestSharding(t *testing.T) {
 	harness.Eventually(t, time.Minute, "leafsync_shard_members adds up to the registrations after the rebalance", func() error {
 		return shardMetricsAgree(t, ls, leases, clusters)
 	})
+	// (4) leafsync status names each member's owner.
+	harness.Eventually(t, time.Minute, "leafsync status shows the member Leases' holders", func() error {
+		return statusOwners(t, f, leases, clusters)
+	})
+
 	// The paused replica's members were failovers, the resumed one's
 	// takes rebalances (leafsync_shard_handovers_total by reason).
 	handovers := map[string]float64{}
@@ -310,14 +325,17 @@ sharding:
 
 // registerAs registers member cluster (a started member) under another
 // cluster name: several registrations of one member API server, each its
-// own leaf, as bench-scale does.
+// own leaf, as bench-scale does. The namespace of the test workloads is
+// listed as allowed: the registration that creates it there first makes
+// it, for the others, a namespace leafsync did not create.
 func (f *fleet) registerAs(t *testing.T, cluster, member string) {
 	t.Helper()
 	m := f.members[member]
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "member-" + cluster, Namespace: leafsyncNamespace,
-			Labels: map[string]string{"leafsync.io/cluster": cluster},
+			Labels:      map[string]string{"leafsync.io/cluster": cluster},
+			Annotations: map[string]string{registration.AnnotationMemberNamespaces: appsNS},
 		},
 		Data: map[string][]byte{"kubeconfig": m.KubeconfigVia(m.proxy.Addr())},
 	}
@@ -724,4 +742,34 @@ func longestGap(ws []memberWrite, what string, to time.Time) time.Duration {
 		gap = to.Sub(last)
 	}
 	return gap
+}
+
+// statusOwners: `leafsync status -o json` shows, for each cluster, the
+// replica holding its member Lease.
+func statusOwners(t *testing.T, f *fleet, leases *leaseRecorder, clusters []string) error {
+	kc := filepath.Join(harness.LogDir(t), "host.kubeconfig")
+	if err := os.WriteFile(kc, f.host.Kubeconfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(harness.LeafsyncBinary(t), "status", "--kubeconfig", kc, "-n", leafsyncNamespace, "-o", "json").Output()
+	if err != nil {
+		return fmt.Errorf("leafsync status: %v: %s", err, out)
+	}
+	var rows []struct{ Cluster, Owner string }
+	if err := json.Unmarshal(out, &rows); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	owners, err := memberOwners(leases.latest(t), clusters)
+	if err != nil {
+		return err
+	}
+	if len(rows) != len(clusters) {
+		return fmt.Errorf("%d rows, want %d: %s", len(rows), len(clusters), out)
+	}
+	for _, r := range rows {
+		if r.Owner == "" || r.Owner != owners[r.Cluster] {
+			return fmt.Errorf("status shows %s owned by %q, its member Lease is held by %q", r.Cluster, r.Owner, owners[r.Cluster])
+		}
+	}
+	return nil
 }
