@@ -220,8 +220,9 @@ func podName(d appsv1.Deployment) *corev1.EnvVar {
 // downward API), keeps a PodDisruptionBudget of one, rolls a new replica
 // in before an old one goes (maxUnavailable 0, maxSurge 1), gives a
 // stopping replica its drain timeout and 15s more, and lets leafsync
-// list, watch and write the Leases of its namespace. With one replica, or
-// with config.sharding.enabled false, none of it: leader election alone.
+// list and watch the Leases of its namespace; a replica name in the
+// config is refused. With one replica, or with config.sharding.enabled
+// false, none of it: leader election alone.
 func TestHelmChartSharding(t *testing.T) {
 	sharded := renderChart(t, "fleet", "--set", "replicaCount=3", "--set", "config.sharding.drainTimeout=1m")
 	if s := sharded.config.Sharding; !s.Enabled || s.Ring != "fleet" {
@@ -267,6 +268,11 @@ func TestHelmChartSharding(t *testing.T) {
 	}
 	if renderChart(t, "fleet", "--set", "replicaCount=1").pdb {
 		t.Errorf("replicaCount 1: a PodDisruptionBudget")
+	}
+	// One replica name for all would make them one replica.
+	out, err := exec.Command(harness.Bin(t, "helm"), "template", "fleet", chartDir, "--set", "replicaCount=3", "--set", "config.sharding.replica=leafsync-0").CombinedOutput()
+	if want := "config.sharding.replica would give every replica one name"; err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("helm template with replicaCount 3 and config.sharding.replica: %v, want the error %q:\n%.300s", err, want, out)
 	}
 }
 

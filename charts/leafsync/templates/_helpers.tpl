@@ -57,6 +57,9 @@ named after the release when the replicas share the members.
 {{- define "leafsync.config" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if eq (include "leafsync.sharded" .) "true" -}}
+{{- if ($config.sharding).replica -}}
+{{- fail "config.sharding.replica would give every replica one name: leave it unset, each replica is named after its pod (POD_NAME)" -}}
+{{- end -}}
 {{- $_ := set $config "sharding" (merge (deepCopy ($config.sharding | default dict)) (dict "enabled" true "ring" .Release.Name)) -}}
 {{- end -}}
 {{- toYaml $config -}}
