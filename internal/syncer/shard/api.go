@@ -95,9 +95,11 @@ type Sharder struct {
 	replicas map[string]replicaObs
 	members  map[string]memberObs
 	assigned map[string]string
-	last     map[string]memberState
-	live     int
-	taken    map[Reason]uint64
+	// inputs of the assignment as last computed (sorted).
+	inputs struct{ members, replicas []string }
+	last   map[string]memberState
+	live   int
+	taken  map[Reason]uint64
 	// changed is closed and replaced whenever the view is recomputed.
 	changed chan struct{}
 }

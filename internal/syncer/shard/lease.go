@@ -39,6 +39,7 @@ func (s *Sharder) tend(ctx context.Context) {
 		s.opts.Logger.Info("shard Lease not renewed within its duration: acting on nothing until it is held again", "incarnation", s.inc)
 		s.former[s.inc] = true
 		s.inc, s.own = "", nil
+		s.observedAfresh(s.clock.Now())
 	}
 	inc, own, draining := s.inc, s.own, s.draining
 	s.mu.Unlock()

@@ -28,6 +28,11 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("shard: reading the member Lease of %s: %w", cluster, err)
 	}
+	if cur != nil && cur.Labels[LabelRing] != s.opts.Ring {
+		// Another installation in this namespace writes this member:
+		// taking it would move it out of that ring's view.
+		return false, fmt.Errorf("shard: the member Lease of %s belongs to ring %q, not %q", cluster, cur.Labels[LabelRing], s.opts.Ring)
+	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	if cur != nil {
@@ -48,6 +53,19 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	d := Decide(sit)
 	if !d.Take {
 		return d.Mine, nil
+	}
+	if d.Reason == ReasonFailover && !sit.HolderFormerMine {
+		// A failover trusts this replica's view that the holder stopped
+		// renewing; a view that merely fell behind (a stalled watch)
+		// must not take from a live replica: read its shard Lease afresh.
+		alive, err := s.refreshReplica(ctx, sit.Holder)
+		if err != nil {
+			return false, err
+		}
+		if alive {
+			s.recomputeSoon()
+			return false, nil
+		}
 	}
 	l := cur
 	if l == nil {
@@ -79,6 +97,23 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	s.opts.Logger.Info("member taken", "cluster", cluster, "reason", d.Reason, "from", sit.Holder, "term", ptr.Deref(l.Spec.LeaseTransitions, 0))
 	s.recomputeSoon()
 	return true, nil
+}
+
+// refreshReplica reads the shard Lease of an incarnation's replica afresh
+// into the view and reports whether the incarnation is live.
+func (s *Sharder) refreshReplica(ctx context.Context, incarnation string) (bool, error) {
+	l, err := s.leases().Get(ctx, ShardLeaseName(ReplicaOf(incarnation)), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("shard: reading the shard Lease of %s: %w", ReplicaOf(incarnation), err)
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observeReplica(l, now)
+	return s.aliveLocked(incarnation, now), nil
 }
 
 // confirm is the fence before a destructive call in a member: a fresh read

@@ -104,7 +104,14 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 	if s.heldLocked() && !s.draining {
 		replicas = append(replicas, s.opts.Replica)
 	}
-	s.assigned = Assign(registered, replicas, s.opts.LoadBound)
+	// Most recomputations follow a renewal, which changes neither input:
+	// the assignment is computed again only when one of them changed.
+	registered = slices.Compact(slices.Sorted(slices.Values(registered)))
+	slices.Sort(replicas)
+	if !slices.Equal(registered, s.inputs.members) || !slices.Equal(replicas, s.inputs.replicas) {
+		s.assigned = Assign(registered, replicas, s.opts.LoadBound)
+		s.inputs.members, s.inputs.replicas = registered, replicas
+	}
 	s.live = len(replicas)
 	states := make(map[string]memberState, len(registered))
 	for _, m := range append(registered, slices.Collect(maps.Keys(s.members))...) {

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/ptr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // live is how many replicas s sees live.
@@ -314,5 +316,146 @@ leafsync_shard_members{replica="leafsync-a"} 3
 	st := a.metricsState()
 	if !st.Held || st.Live != 1 || st.Handovers["new"] != 3 {
 		t.Errorf("state %+v: want held, 1 live replica, 3 new handovers", st)
+	}
+}
+
+// TestAStrangerOnTheShardLeaseIsWaitedOut: a shard Lease that names an
+// incarnation this process does not know (an earlier process of this
+// replica that did not release it, or still runs) is taken only once it
+// has not been renewed for its duration; what that incarnation held is
+// then taken back at once.
+func TestAStrangerOnTheShardLeaseIsWaitedOut(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	stranger := "leafsync-a-5a5a5a5a"
+	for _, l := range []*coordinationv1.Lease{
+		{ObjectMeta: metav1.ObjectMeta{Name: ShardLeaseName("leafsync-a"), Namespace: testNamespace,
+			Labels: map[string]string{LabelRing: "leafsync", LabelLeaseKind: kindReplica}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(stranger), LeaseDurationSeconds: ptr.To(int32(15))}},
+		{ObjectMeta: metav1.ObjectMeta{Name: MemberLeaseName("alpha"), Namespace: testNamespace,
+			Labels:      map[string]string{LabelRing: "leafsync", LabelLeaseKind: kindMember},
+			Annotations: map[string]string{AnnotationCluster: "alpha"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(stranger), LeaseTransitions: ptr.To(int32(4))}},
+	} {
+		if _, err := api.CoordinationV1().Leases(testNamespace).Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(Options{Client: api, Namespace: testNamespace, Ring: "leafsync", Replica: "leafsync-a",
+		LeaseDuration: testLeaseDuration, RenewInterval: testRenewInterval,
+		Members: func() []string { return testMembers }, Clock: clk, Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// The stranger renews twice, then stops.
+	for range 2 {
+		clk.Step(testRenewInterval)
+		l := api.lease(t, ShardLeaseName("leafsync-a"))
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clk.Now()))
+		api.write(t, l)
+		time.Sleep(50 * time.Millisecond)
+		if s.Held() {
+			t.Fatal("took the shard Lease from a holder that renews it")
+		}
+	}
+	for elapsed := time.Duration(0); elapsed < testLeaseDuration-testRenewInterval; elapsed += testRenewInterval {
+		clk.Step(testRenewInterval)
+		time.Sleep(50 * time.Millisecond)
+		if s.Held() {
+			t.Fatalf("took the shard Lease %s after the stranger's last renewal", elapsed+testRenewInterval)
+		}
+	}
+	clk.Step(2 * testRenewInterval)
+	eventually(t, "held once the stranger is silent for the Lease's duration", s.Held)
+	eventually(t, "alpha assigned", func() bool { return s.Assigned("alpha") })
+	if ok, err := s.Take(context.Background(), "alpha"); !ok || err != nil {
+		t.Fatalf("Take from the stranger: %v %v", ok, err)
+	}
+	if h, _ := s.Holder("alpha"); h.Term != 5 {
+		t.Fatalf("term %d after the take, want 5", h.Term)
+	}
+	if got := s.metricsState().Handovers["failover"]; got != 1 {
+		t.Fatalf("failovers %d, want 1", got)
+	}
+}
+
+// TestResumedReplicaDoesNotTrustItsStaleView: a replica paused for longer
+// than a Lease's duration finds, on resuming, the others' last renewals
+// long past on its clock; they are not expired for that: it does not take
+// their members as failovers.
+func TestResumedReplicaDoesNotTrustItsStaleView(t *testing.T) {
+	api, clkA := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	clkB := clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clkA, "leafsync-a", &changes{})
+	b := startSharder(t, api, clkB, "leafsync-b", &changes{})
+	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
+	takeAll(t, a, b)
+	var bs []string
+	for _, m := range testMembers {
+		if b.Acting(m) {
+			bs = append(bs, m)
+		}
+	}
+	old := a.Identity()
+	clkA.Step(60 * time.Second) // a was paused; b's renewals went unseen
+	eventually(t, "a held again as a new incarnation", func() bool { return a.Held() && a.Identity() != old })
+	takeAll(t, a)
+	for _, m := range bs {
+		if a.Acting(m) || !b.Acting(m) {
+			t.Errorf("%s: the resumed a took it from live b (a acting %v, b acting %v)", m, a.Acting(m), b.Acting(m))
+		}
+	}
+	if got := a.metricsState().Handovers["failover"]; got > uint64(len(testMembers)-len(bs)) {
+		t.Errorf("a counted %d failovers, more than its own former members", got)
+	}
+}
+
+// TestFailoverReadsTheHoldersLeaseAfresh: a view that fell behind (a
+// stalled watch) shows a live replica expired; a take for failover reads
+// that replica's shard Lease first and takes nothing from it.
+func TestFailoverReadsTheHoldersLeaseAfresh(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clk, "leafsync-a", &changes{})
+	b := startSharder(t, api, clk, "leafsync-b", &changes{})
+	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
+	takeAll(t, a, b)
+	var bs []string
+	for _, m := range testMembers {
+		if b.Acting(m) {
+			bs = append(bs, m)
+		}
+	}
+	stale := api.lease(t, ShardLeaseName("leafsync-b")).ResourceVersion
+	step(t, clk, testRenewInterval, a, b)
+	fresh := api.lease(t, ShardLeaseName("leafsync-b")).ResourceVersion
+	eventually(t, "a saw b's renewal", func() bool {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		return a.replicas["leafsync-b"].version == fresh
+	})
+	// a's watch missed b's renewals for an hour.
+	a.mu.Lock()
+	o := a.replicas["leafsync-b"]
+	o.version, o.seen = stale, clk.Now().Add(-time.Hour)
+	a.replicas["leafsync-b"] = o
+	m := a.members[bs[0]]
+	m.since = clk.Now().Add(-time.Hour)
+	a.members[bs[0]] = m
+	a.mu.Unlock()
+	if _, err := a.recompute(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Assigned(bs[0]) {
+		t.Fatalf("a's stale view does not assign it %s: the test shows nothing", bs[0])
+	}
+	if ok, err := a.Take(context.Background(), bs[0]); ok || err != nil {
+		t.Fatalf("a took %s from live b on a stale view: %v %v", bs[0], ok, err)
+	}
+	if h := ptr.Deref(api.lease(t, MemberLeaseName(bs[0])).Spec.HolderIdentity, ""); h != b.Identity() {
+		t.Fatalf("%s held by %q, want b's %s", bs[0], h, b.Identity())
 	}
 }

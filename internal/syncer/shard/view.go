@@ -150,3 +150,22 @@ func (s *Sharder) leaseHandler() cache.ResourceEventHandlerFuncs {
 		DeleteFunc: func(obj any) { s.onLease(obj, true) },
 	}
 }
+
+// observedAfresh restarts every observation at now, after a gap in this
+// replica's own watching (its Lease lapsed: it was paused or cut off).
+// What it saw before the gap says nothing about who renewed during it: a
+// resumed replica would otherwise find every other one expired in its
+// stale view and take their members as failovers before its informer
+// caught up. So every other replica counts as live again for a Lease's
+// duration, as one seen for the first time, and every member's holder as
+// just seen.
+func (s *Sharder) observedAfresh(now time.Time) {
+	for r, o := range s.replicas {
+		o.seen = now
+		s.replicas[r] = o
+	}
+	for m, o := range s.members {
+		o.since = now
+		s.members[m] = o
+	}
+}
