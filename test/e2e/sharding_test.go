@@ -773,3 +773,34 @@ func statusOwners(t *testing.T, f *fleet, leases *leaseRecorder, clusters []stri
 	}
 	return nil
 }
+
+// TestWritersFollowHolders: the check of TestSharding's audit analysis
+// fails where two replicas interleave, or one writes that never held.
+func TestWritersFollowHolders(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	writes := func(replicas ...string) []memberWrite {
+		var ws []memberWrite
+		for i, r := range replicas {
+			ws = append(ws, memberWrite{at: at(i), replica: r, what: "lease", code: 200})
+		}
+		return ws
+	}
+	holders := []holderChange{{at(0), "r0-0000aaaa"}, {at(5), ""}, {at(6), "r1-0000bbbb"}, {at(9), "r0-0000cccc"}}
+	for _, c := range []struct {
+		writers []string
+		ok      bool
+	}{
+		{[]string{"r0", "r0", "r1", "r1", "r0"}, true},
+		{[]string{"r1"}, true},
+		{[]string{"r0", "r1", "r0", "r1"}, false}, // interleaved across one handover
+		{[]string{"r0", "r2"}, false},             // r2 never held the member
+		{nil, true},
+	} {
+		if err := writersFollowHolders(writes(c.writers...), holders); (err == nil) != c.ok {
+			t.Errorf("writers %v: err %v, want ok=%v", c.writers, err, c.ok)
+		}
+	}
+	if g := longestGap(writes("r0", "r0", "r1"), "lease", at(10)); g != 8*time.Second {
+		t.Errorf("longest gap %s, want 8s", g)
+	}
+}
