@@ -226,6 +226,9 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.entryLocked(cluster)
+	if k.owners != nil && notWriter == nil {
+		e.actedIn = term // read as the member's writer in this term
+	}
 	if e.known && len(recs) == 0 {
 		// Every record is gone (deleted by hand: no writer of an older
 		// term deletes records it did not forget). Merging with nothing
@@ -264,12 +267,8 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 		e.mem = mergeStates(base, theirs, e.mem)
 		e.ledger++
 	}
-	claim := e.index(cluster, recs, term, k.log)
-	if k.owners != nil && notWriter == nil {
-		e.actedIn = term
-		if claim && !conflict {
-			k.changedLocked(cluster, e) // as absorbLocked claims
-		}
+	if claim := e.index(cluster, recs, term, k.log); claim && !conflict && k.owners != nil && notWriter == nil {
+		k.changedLocked(cluster, e) // as absorbLocked claims
 	}
 	if conflict {
 		k.conflicts++

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leafsync/leafsync/internal/syncer/podsync/deletes"
 	"github.com/leafsync/leafsync/internal/syncer/store"
@@ -248,3 +249,25 @@ func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
 }
 
 func sortedNames(ds []deletes.PendingDelete) []string { return slices.Sorted(slices.Values(names(ds))) }
+
+// A member read with no records, taken again in a newer term, is written:
+// reading it again finds nothing, which must still count as read.
+func TestShardedKeeperWritesAMemberWithoutRecordsInANewTerm(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := store.NewMemory()
+	r := newRing()
+	r.take("x", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	if err := one.Load(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	r.take("x", "one") // a new incarnation of one took it again
+	storetest.Update(one, "x", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
+	if err := one.FlushCluster(ctx, "x"); err != nil {
+		t.Fatalf("writing x in its new term: %v", err)
+	}
+	if x := mustGet(t, m, "x"); x.Term != 2 || fmt.Sprint(names(x.Deletes)) != "[p0]" {
+		t.Errorf("record of x: term %d deletes %v, want term 2, [p0]", x.Term, names(x.Deletes))
+	}
+}
