@@ -45,7 +45,9 @@
 // expire and taken its members. It then acquires its Lease again as a new
 // incarnation; the members the old one held are no longer Acting and are
 // taken again by compare-and-swap, which fails wherever another replica
-// took them meanwhile.
+// took them meanwhile. Its view from before the gap is not trusted either:
+// every other replica counts as just seen, so that the resumed replica
+// does not find them all expired and take their members.
 //
 //	not held ──acquire as a new incarnation──▶ Held ⟲ renewed every RenewInterval
 //	    ▲                                        │
@@ -65,7 +67,10 @@
 //	               and this replica first saw that holder on the member
 //	               Lease at least LeaseDuration ago: a holder whose shard
 //	               Lease this replica has not seen yet counts as live for
-//	               that long, so that nothing ping-pongs.
+//	               that long, so that nothing ping-pongs. The holder's
+//	               shard Lease is read afresh before a failover: a view
+//	               that fell behind (a stalled watch) takes nothing from
+//	               a live replica.
 //
 // (b): a member whose Lease names this incarnation is this replica's to
 // serve, assigned or not, until another replica takes it.

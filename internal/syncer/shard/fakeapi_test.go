@@ -141,6 +141,15 @@ func startSharder(t *testing.T, api *fakeAPI, clk *clocktesting.FakeClock, repli
 	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, s)
+	eventually(t, replica+" holds its shard Lease", s.Held)
+	return s
+}
+
+// run starts s until the test ends or stop is called, which returns once
+// Start has.
+func run(t *testing.T, s *Sharder) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -149,12 +158,12 @@ func startSharder(t *testing.T, api *fakeAPI, clk *clocktesting.FakeClock, repli
 			t.Error(err)
 		}
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		<-done
-	})
-	eventually(t, replica+" holds its shard Lease", s.Held)
-	return s
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // eventually waits (real time: informers and queues run on their own) up

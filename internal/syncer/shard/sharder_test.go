@@ -45,15 +45,41 @@ func takeAll(t *testing.T, sharders ...*Sharder) {
 	}
 }
 
+// pair is two replicas on one API that have each taken the members
+// assigned to them.
+type pair struct {
+	a, b     *Sharder
+	ca, cb   *changes
+	ofA, ofB []string
+}
+
+// startPair starts replicas leafsync-a and leafsync-b (on clocks clkA and
+// clkB, which may be one), waits until each sees both live, and has each
+// take every member it is assigned.
+func startPair(t *testing.T, api *fakeAPI, clkA, clkB *clocktesting.FakeClock) pair {
+	t.Helper()
+	p := pair{ca: &changes{}, cb: &changes{}}
+	p.a = startSharder(t, api, clkA, "leafsync-a", p.ca)
+	p.b = startSharder(t, api, clkB, "leafsync-b", p.cb)
+	eventually(t, "both see two live replicas", func() bool { return live(p.a) == 2 && live(p.b) == 2 })
+	takeAll(t, p.a, p.b)
+	for _, m := range testMembers {
+		if p.a.Acting(m) {
+			p.ofA = append(p.ofA, m)
+		}
+		if p.b.Acting(m) {
+			p.ofB = append(p.ofB, m)
+		}
+	}
+	return p
+}
+
 // TestEachMemberHasExactlyOneWriter: two replicas on one API, every member
 // assigned to one of them and acted on by exactly that one.
 func TestEachMemberHasExactlyOneWriter(t *testing.T) {
 	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
-	var ca, cb changes
-	a := startSharder(t, api, clk, "leafsync-a", &ca)
-	b := startSharder(t, api, clk, "leafsync-b", &cb)
-	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
-	takeAll(t, a, b)
+	p := startPair(t, api, clk, clk)
+	a, b, ca, cb := p.a, p.b, p.ca, p.cb
 	for _, m := range testMembers {
 		if a.Assigned(m) == b.Assigned(m) {
 			t.Fatalf("%s: assigned to a %v, to b %v: want exactly one", m, a.Assigned(m), b.Assigned(m))
@@ -170,17 +196,8 @@ func TestTakeLosesTheRaceToAForeignWrite(t *testing.T) {
 // refuses from then on.
 func TestDrainHandsEveryMemberOverBeforeItReturns(t *testing.T) {
 	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
-	var ca changes
-	a := startSharder(t, api, clk, "leafsync-a", &ca)
-	b := startSharder(t, api, clk, "leafsync-b", &changes{})
-	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
-	takeAll(t, a, b)
-	var mine []string
-	for _, m := range testMembers {
-		if a.Acting(m) {
-			mine = append(mine, m)
-		}
-	}
+	p := startPair(t, api, clk, clk)
+	a, b, mine := p.a, p.b, p.ofA
 	if len(mine) == 0 {
 		t.Fatal("a holds no member to drain")
 	}
@@ -233,18 +250,9 @@ func TestDrainHandsEveryMemberOverBeforeItReturns(t *testing.T) {
 // others see its Lease unrenewed for its duration (their clock) and take
 // its members.
 func TestExpiredReplicasMembersFailOver(t *testing.T) {
-	api, clkA := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
-	clkB := clocktesting.NewFakeClock(time.Now())
-	a := startSharder(t, api, clkA, "leafsync-a", &changes{})
-	b := startSharder(t, api, clkB, "leafsync-b", &changes{})
-	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
-	takeAll(t, a, b)
-	var lost []string
-	for _, m := range testMembers {
-		if a.Acting(m) {
-			lost = append(lost, m)
-		}
-	}
+	api, clkB := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	p := startPair(t, api, clocktesting.NewFakeClock(time.Now()), clkB)
+	b, lost := p.b, p.ofA
 	// a is frozen (its clock stands still: no renewal); b's time runs.
 	step(t, clkB, testLeaseDuration-testRenewInterval, b)
 	takeAll(t, b)
@@ -273,16 +281,13 @@ func TestStopReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Start(ctx) }()
+	stop := run(t, s)
 	eventually(t, "held", s.Held)
 	eventually(t, "everything assigned", func() bool { return s.Assigned("alpha") })
 	if ok, err := s.Take(context.Background(), "alpha"); !ok || err != nil {
 		t.Fatalf("Take: %v %v", ok, err)
 	}
-	cancel()
-	<-done
+	stop()
 	if s.Acting("alpha") {
 		t.Error("acting after Start returned")
 	}
@@ -346,10 +351,7 @@ func TestAStrangerOnTheShardLeaseIsWaitedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, s)
 
 	// The stranger renews twice, then stops.
 	for range 2 {
@@ -389,17 +391,8 @@ func TestAStrangerOnTheShardLeaseIsWaitedOut(t *testing.T) {
 // their members as failovers.
 func TestResumedReplicaDoesNotTrustItsStaleView(t *testing.T) {
 	api, clkA := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
-	clkB := clocktesting.NewFakeClock(time.Now())
-	a := startSharder(t, api, clkA, "leafsync-a", &changes{})
-	b := startSharder(t, api, clkB, "leafsync-b", &changes{})
-	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
-	takeAll(t, a, b)
-	var bs []string
-	for _, m := range testMembers {
-		if b.Acting(m) {
-			bs = append(bs, m)
-		}
-	}
+	p := startPair(t, api, clkA, clocktesting.NewFakeClock(time.Now()))
+	a, b, bs := p.a, p.b, p.ofB
 	old := a.Identity()
 	clkA.Step(60 * time.Second) // a was paused; b's renewals went unseen
 	eventually(t, "a held again as a new incarnation", func() bool { return a.Held() && a.Identity() != old })
@@ -419,16 +412,8 @@ func TestResumedReplicaDoesNotTrustItsStaleView(t *testing.T) {
 // that replica's shard Lease first and takes nothing from it.
 func TestFailoverReadsTheHoldersLeaseAfresh(t *testing.T) {
 	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
-	a := startSharder(t, api, clk, "leafsync-a", &changes{})
-	b := startSharder(t, api, clk, "leafsync-b", &changes{})
-	eventually(t, "both see two live replicas", func() bool { return live(a) == 2 && live(b) == 2 })
-	takeAll(t, a, b)
-	var bs []string
-	for _, m := range testMembers {
-		if b.Acting(m) {
-			bs = append(bs, m)
-		}
-	}
+	p := startPair(t, api, clk, clk)
+	a, b, bs := p.a, p.b, p.ofB
 	stale := api.lease(t, ShardLeaseName("leafsync-b")).ResourceVersion
 	step(t, clk, testRenewInterval, a, b)
 	fresh := api.lease(t, ShardLeaseName("leafsync-b")).ResourceVersion
