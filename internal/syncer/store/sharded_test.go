@@ -107,12 +107,8 @@ func TestShardedKeepersOfDisjointMembersDoNotFenceEachOther(t *testing.T) {
 			t.Errorf("health: %v", err)
 		}
 	}
-	if a := mustGet(t, m, "a"); a.Term != 1 || a.Writer != "one" || fmt.Sprint(names(a.Deletes)) != "[a0 a1]" {
-		t.Errorf("record of a: term %d writer %q deletes %v, want term 1 by one, [a0 a1]", a.Term, a.Writer, names(a.Deletes))
-	}
-	if b := mustGet(t, m, "b"); b.Term != 2 || b.Writer != "two" {
-		t.Errorf("record of b: term %d writer %q, want term 2 by two", b.Term, b.Writer)
-	}
+	wantRecord(t, m, "a", 1, "one", "[a0 a1]")
+	wantRecord(t, m, "b", 2, "two", "[b0]")
 	if term, _ := m.Term(ctx); term != 0 {
 		t.Errorf("store term %d: a sharded Keeper took a process-wide term", term)
 	}
@@ -243,12 +239,19 @@ func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
 	if err := one.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a := mustGet(t, m, "a"); a.Term != 3 || a.Writer != "one" || fmt.Sprint(sortedNames(a.Deletes)) != "[p0 p1 p2]" {
-		t.Errorf("record of a: term %d writer %q deletes %v, want term 3 by one, [p0 p1 p2]", a.Term, a.Writer, names(a.Deletes))
-	}
+	wantRecord(t, m, "a", 3, "one", "[p0 p1 p2]")
 }
 
 func sortedNames(ds []deletes.PendingDelete) []string { return slices.Sorted(slices.Values(names(ds))) }
+
+// wantRecord checks who wrote a member's records and its deletes (sorted).
+func wantRecord(t *testing.T, m store.Store, c string, term uint64, writer, deletes string) {
+	t.Helper()
+	rec := mustGet(t, m, c)
+	if got := fmt.Sprint(sortedNames(rec.Deletes)); rec.Term != term || rec.Writer != writer || got != deletes {
+		t.Errorf("record of %s: term %d by %q, deletes %s; want term %d by %q, %s", c, rec.Term, rec.Writer, got, term, writer, deletes)
+	}
+}
 
 // A member read with no records, taken again in a newer term, is written:
 // reading it again finds nothing, which must still count as read.
@@ -267,7 +270,5 @@ func TestShardedKeeperWritesAMemberWithoutRecordsInANewTerm(t *testing.T) {
 	if err := one.FlushCluster(ctx, "x"); err != nil {
 		t.Fatalf("writing x in its new term: %v", err)
 	}
-	if x := mustGet(t, m, "x"); x.Term != 2 || fmt.Sprint(names(x.Deletes)) != "[p0]" {
-		t.Errorf("record of x: term %d deletes %v, want term 2, [p0]", x.Term, names(x.Deletes))
-	}
+	wantRecord(t, m, "x", 2, "one", "[p0]")
 }
