@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/leafsync/leafsync/internal/syncer"
 	"github.com/leafsync/leafsync/internal/syncer/config"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 )
 
 // runOptions are the flags of `leafsync run`.
@@ -182,6 +184,10 @@ func run(cmd *cobra.Command, kubeconfig string, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Sharding.Enabled {
+		// The audit log tells the replicas' writes apart.
+		restCfg.UserAgent += " (replica " + cfg.Sharding.ReplicaName() + ")"
+	}
 	le := cfg.LeaderElection
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
@@ -212,12 +218,14 @@ func run(cmd *cobra.Command, kubeconfig string, cfg config.Config) error {
 	if skew != 0 {
 		log.Info("TEST ONLY: leafsync's clock is skewed off the real one", "env", testClockSkewEnv, "skew", skew.String())
 	}
-	if err := syncer.Setup(mgr, cfg, syncer.WithClock(clk)); err != nil {
+	var drain func(context.Context) error
+	if err := syncer.Setup(mgr, cfg, syncer.WithClock(clk), syncer.WithSharder(func(s *shard.Sharder) { drain = s.Drain })); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 
-	log.Info("starting leafsync", "version", version, "namespace", cfg.Namespace, "leaderElection", le.Enabled)
-	ctx := ctrl.SetupSignalHandler()
+	log.Info("starting leafsync", "version", version, "namespace", cfg.Namespace, "leaderElection", le.Enabled,
+		"sharding", cfg.Sharding.Enabled, "replica", cfg.Sharding.ReplicaName())
+	ctx := signalContext(log, drain, cfg.Sharding.DrainTimeout.Duration, ctrl.SetupSignalHandler)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("manager stopped: %w", err)
 	}

@@ -25,7 +25,9 @@ import (
 // keeps for the eviction guard (nil when disabled), keeps the user's
 // NoExecute taints of each leaf in its record, deletes a member's record
 // on deregistration, and ensures the policy and its binding when this
-// replica becomes leader.
+// replica becomes leader (sharded: on every replica, unless leader
+// election is on too; the policy is fleet-wide, and ensuring it is
+// idempotent).
 func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, clk clock.PassiveClock) (*guard.Records, error) {
 	log := mgr.GetLogger().WithName("eviction-guard")
 	g := cfg.EvictionGuard
@@ -42,7 +44,8 @@ func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Re
 	// on the leaf's next update (its status is written every few seconds).
 	userTaints := func(obj any) {
 		n, ok := obj.(*corev1.Node)
-		if !ok || n.Labels[leafnode.LabelCluster] == "" {
+		// Sharded: the member's writer keeps its record.
+		if !ok || n.Labels[leafnode.LabelCluster] == "" || !reg.Acting(n.Labels[leafnode.LabelCluster]) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -39,6 +39,7 @@ func setupKubeletAPI(mgr manager.Manager, cfg config.Config, reg *clusters.Regis
 		IdleTimeout:                   k.IdleTimeout.Duration,
 		MaxUnauthenticatedConnections: int(k.MaxUnauthenticatedConnections),
 		Logger:                        mgr.GetLogger(),
+		Sharded:                       reg.Sharded(),
 	})
 	if err != nil {
 		return err
@@ -46,7 +47,12 @@ func setupKubeletAPI(mgr manager.Manager, cfg config.Config, reg *clusters.Regis
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
-	return mgr.Add(&kubeletapi.Advertiser{
+	a := &kubeletapi.Advertiser{
 		Host: host, Informer: nodes.Informer(), Address: k.Address(), Port: k.Port, Logger: mgr.GetLogger(),
-	})
+	}
+	if reg.Sharded() {
+		// Each replica serves, and advertises itself on, its members' leaves.
+		a.Acting = reg.Acting
+	}
+	return mgr.Add(a)
 }

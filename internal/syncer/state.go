@@ -23,6 +23,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/enginestate"
 	"github.com/leafsync/leafsync/internal/syncer/metrics"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/internal/syncer/store"
 	"github.com/leafsync/leafsync/internal/syncer/store/etcdstore"
 	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
@@ -45,10 +46,11 @@ type state struct {
 }
 
 // setupState opens the configured store backend and adds the Keeper (the
-// one writer, on the leader only) and its readiness detail to the manager.
+// one writer, on the leader only; sharded, on every replica, each writing
+// the members it acts on) and its readiness detail to the manager.
 // The Persister's hooks go into the clusters controller (restoreHook,
 // persister.Observed) and its registry (registerDeregistration).
-func setupState(mgr manager.Manager, cfg config.Config, clk clock.WithTicker) (*state, error) {
+func setupState(mgr manager.Manager, cfg config.Config, clk clock.WithTicker, sharder *shard.Sharder) (*state, error) {
 	log := mgr.GetLogger().WithName("store")
 	s, err := OpenStore(mgr.GetConfig(), cfg)
 	if err != nil {
@@ -61,7 +63,12 @@ func setupState(mgr manager.Manager, cfg config.Config, clk clock.WithTicker) (*
 	writer := fmt.Sprintf("%s (pid %d)", host, os.Getpid())
 	backend := s.Backend()
 	metrics.InitStore(backend)
+	var owners store.Owners
+	if sharder != nil {
+		owners = shardOwners{sharder}
+	}
 	keeper := store.NewKeeper(s, log, store.KeeperOptions{
+		Owners:      owners,
 		Writer:      writer,
 		CallTimeout: cfg.Store.CallTimeout.Duration,
 		Clock:       clk,
@@ -83,7 +90,7 @@ func setupState(mgr manager.Manager, cfg config.Config, clk clock.WithTicker) (*
 		Recorder:           mgr.GetEventRecorder("leafsync"),
 		Regarding:          st.registration,
 	})
-	if err := mgr.Add(keeperRunnable{keeper}); err != nil {
+	if err := mgr.Add(keeperRunnable{k: keeper, sharded: sharder != nil}); err != nil {
 		return nil, err
 	}
 	// Read at scrape time: zero on a replica that is not the leader.
@@ -96,15 +103,45 @@ func setupState(mgr manager.Manager, cfg config.Config, clk clock.WithTicker) (*
 	return st, nil
 }
 
-// keeperRunnable runs the Keeper on the leader only: only the leader writes.
-type keeperRunnable struct{ k *store.Keeper }
+// keeperRunnable runs the Keeper on the leader only: only the leader
+// writes. Sharded, it runs on every replica: each writes its members.
+type keeperRunnable struct {
+	k       *store.Keeper
+	sharded bool
+}
 
 func (r keeperRunnable) Start(ctx context.Context) error {
 	r.k.Run(ctx)
 	return nil
 }
 
-func (keeperRunnable) NeedLeaderElection() bool { return true }
+func (r keeperRunnable) NeedLeaderElection() bool { return !r.sharded }
+
+// shardOwners is the Sharder as the Keeper's per-member writer check.
+type shardOwners struct{ s *shard.Sharder }
+
+// Writer is the member's writer term and this replica's incarnation, while
+// this incarnation is the member's writer.
+func (o shardOwners) Writer(cluster string) (uint64, string, bool) {
+	if !o.s.Acting(cluster) {
+		return 0, "", false
+	}
+	h, ok := o.s.Holder(cluster)
+	if !ok || h.Incarnation == "" || h.Incarnation != o.s.Identity() {
+		return 0, "", false
+	}
+	return uint64(h.Term), h.Incarnation, true
+}
+
+// Confirm reads the member's Lease afresh; another writer is the store's
+// ErrNotOwner.
+func (o shardOwners) Confirm(ctx context.Context, cluster string) error {
+	err := o.s.Confirm(ctx, cluster)
+	if errors.Is(err, shard.ErrNotOwner) {
+		return fmt.Errorf("%w: %w", store.ErrNotOwner, err)
+	}
+	return err
+}
 
 // restoreHook is clusters.Options.Restore: the member's saved engine
 // snapshot goes to the Registry, the engine's owner, before its first

@@ -26,6 +26,7 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/leaves"
 	"github.com/leafsync/leafsync/internal/syncer/member"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/internal/syncer/verify"
 )
 
@@ -44,7 +45,8 @@ func CacheOptions(cfg config.Config) cache.Options {
 type Option func(*options)
 
 type options struct {
-	clock clock.WithTicker
+	clock     clock.WithTicker
+	onSharder func(*shard.Sharder)
 }
 
 // WithClock gives every controller that takes a clock (probes and the
@@ -52,6 +54,10 @@ type options struct {
 // real clock. cmd/leafsync uses it only for the test-only clock skew
 // (LEAFSYNC_TEST_CLOCK_SKEW).
 func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+
+// WithSharder hands f this replica's Sharder when members are sharded
+// (cmd/leafsync drains it on SIGTERM).
+func WithSharder(f func(*shard.Sharder)) Option { return func(o *options) { o.onSharder = f } }
 
 // Setup adds leafsync's controllers to the manager.
 func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
@@ -70,8 +76,23 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if userAgent == "" {
 		userAgent = member.DefaultUserAgent
 	}
+	// Members sharded across replicas (sharding.enabled): the Sharder
+	// says which ones this replica acts on; a change looks at their
+	// registration Secrets again.
+	var enqueueClusters func(clusters []string)
+	sharder, err := setupSharding(mgr, cfg, o.clock, func(cs []string) { enqueueClusters(cs) })
+	if err != nil {
+		return err
+	}
+	var own clusters.Ownership
+	if sharder != nil {
+		own = sharder
+		if o.onSharder != nil {
+			o.onSharder(sharder)
+		}
+	}
 	// State that must survive restarts (docs/state-store.md).
-	state, err := setupState(mgr, cfg, o.clock)
+	state, err := setupState(mgr, cfg, o.clock, sharder)
 	if err != nil {
 		return err
 	}
@@ -102,10 +123,12 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 		Restore:   state.restoreHook,
 		OnObserve: state.persister.Observed,
 		Clock:     o.clock,
+		Ownership: own,
 	})
 	if err != nil {
 		return err
 	}
+	enqueueClusters = ctl.EnqueueClusters
 	state.registerDeregistration(ctl.Registry())
 	if err := ctl.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clusters controller: %w", err)
