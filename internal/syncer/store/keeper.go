@@ -160,7 +160,7 @@ func NewKeeper(s Store, log logr.Logger, opts ...KeeperOptions) *Keeper {
 	c := &calls{store: s, timeout: o.CallTimeout, clock: o.Clock, onCall: o.OnCall}
 	k := &Keeper{log: log, opts: o, calls: c, fence: &fence{calls: c, log: log}, entries: map[string]*entry{}}
 	if o.Owners != nil {
-		k.owners = &owners{of: o.Owners, calls: c, log: log, fenced: map[string]uint64{}}
+		k.owners = &owners{of: o.Owners, calls: c, log: log, fenced: map[string]writerStamp{}}
 	}
 	k.wb = newWriteBehind(k.reconcile, o, log)
 	return k
@@ -187,11 +187,11 @@ func (k *Keeper) stamp(cluster string) (uint64, string, error) {
 // newer term: unsharded, the store's term (a newer one fences this Keeper
 // for good); sharded, Confirm (another writer fences this one member, and
 // its state leaves memory: the records are the new writer's).
-func (k *Keeper) checkWriter(ctx context.Context, cluster string, term uint64) error {
+func (k *Keeper) checkWriter(ctx context.Context, cluster string) error {
 	if k.owners == nil {
 		return k.fence.check(ctx)
 	}
-	err := k.owners.confirm(ctx, cluster, term)
+	err := k.owners.confirm(ctx, cluster)
 	if errors.Is(err, ErrFenced) {
 		k.mu.Lock()
 		delete(k.entries, cluster)
@@ -331,8 +331,7 @@ func (k *Keeper) changedLocked(cluster string, e *entry) {
 // (Owners.Confirm; an error wrapping ErrFenced if not).
 func (k *Keeper) CheckWriter(ctx context.Context, cluster string) error {
 	if k.owners != nil {
-		term, _, _ := k.owners.stamp(cluster)
-		return k.checkWriter(ctx, cluster, term)
+		return k.checkWriter(ctx, cluster)
 	}
 	if err := k.fence.ensure(ctx); err != nil {
 		return err

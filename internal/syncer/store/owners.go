@@ -35,24 +35,32 @@ var errNotActing = fmt.Errorf("%w now; its changes wait", ErrNotOwner)
 // owners is a sharded Keeper's writer check, one member at a time: a
 // member is written with its own writer term, only while this replica is
 // its writer; a member that Confirm says another replica took is fenced
-// alone, until this replica takes it again (a newer term).
+// alone, until this replica takes it again (another term and incarnation).
 type owners struct {
 	of    Owners
 	calls *calls
 	log   logr.Logger
 
 	mu     sync.Mutex
-	fenced map[string]uint64 // member → the term it was fenced in
+	fenced map[string]writerStamp // member → the stamp Confirm refused
+}
+
+// writerStamp is who writes a member's records: its writer term and the
+// writer's incarnation.
+type writerStamp struct {
+	term   uint64
+	writer string
 }
 
 // stamp is the term and writer of a member's records now, or errNotActing.
 func (o *owners) stamp(cluster string) (uint64, string, error) {
 	term, writer, ok := o.of.Writer(cluster)
+	now := writerStamp{term, writer}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	f, was := o.fenced[cluster]
 	switch {
-	case !ok, was && term <= f:
+	case !ok, was && f == now:
 		return 0, "", errNotActing
 	case was:
 		delete(o.fenced, cluster) // taken again since
@@ -62,9 +70,11 @@ func (o *owners) stamp(cluster string) (uint64, string, error) {
 
 // confirm asks afresh whether this replica still writes the member (after
 // a conflicting write, a record of a newer term, or before a destructive
-// call). If another replica does, the member is fenced in term and the
-// error wraps ErrFenced and ErrNotOwner; other errors say it cannot tell.
-func (o *owners) confirm(ctx context.Context, cluster string, term uint64) error {
+// call). If another replica does, the member is fenced in the stamp this
+// replica holds now and the error wraps ErrFenced and ErrNotOwner; other
+// errors say it cannot tell.
+func (o *owners) confirm(ctx context.Context, cluster string) error {
+	term, writer, ok := o.of.Writer(cluster)
 	_, err := call(o.calls, ctx, "confirm", cluster, func(ctx context.Context) (struct{}, error) {
 		err := o.of.Confirm(ctx, cluster)
 		if errors.Is(err, ErrNotOwner) {
@@ -73,9 +83,11 @@ func (o *owners) confirm(ctx context.Context, cluster string, term uint64) error
 		return struct{}{}, err
 	})
 	if errors.Is(err, ErrFenced) {
-		o.mu.Lock()
-		o.fenced[cluster] = max(o.fenced[cluster], term)
-		o.mu.Unlock()
+		if ok {
+			o.mu.Lock()
+			o.fenced[cluster] = writerStamp{term, writer}
+			o.mu.Unlock()
+		}
 		o.log.Info("another replica writes this member now; this one stops writing its state", "cluster", cluster, "term", term)
 	}
 	return err

@@ -204,7 +204,7 @@ func (k *Keeper) writeObjects(ctx context.Context, cluster string, e *entry, wan
 func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) error {
 	term, _, notWriter := k.stamp(cluster)
 	if conflict {
-		if err := k.checkWriter(ctx, cluster, term); err != nil {
+		if err := k.checkWriter(ctx, cluster); err != nil {
 			return err
 		}
 	}
@@ -219,7 +219,7 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 	if !conflict && writes && newerTerm(recs, term) {
 		// Written by a newer writer: the check fences this Keeper
 		// (sharded: for this member).
-		if err := k.checkWriter(ctx, cluster, term); err != nil {
+		if err := k.checkWriter(ctx, cluster); err != nil {
 			return err
 		}
 	}

@@ -185,6 +185,15 @@ func TestShardedKeeperFencedForATakenMemberOnly(t *testing.T) {
 	if err := one.Health(); err != nil {
 		t.Errorf("one's health with a change of a member it does not write: %v", err)
 	}
+	// Taken back, a is one's to write again.
+	r.take("a", "one", "two")
+	if err := one.Load(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.FlushCluster(ctx, "a"); err != nil {
+		t.Fatalf("one's write of a after taking it back: %v", err)
+	}
+	wantRecord(t, m, "a", 3, "one", "[a0 a1]")
 }
 
 // A member whose writer changed is read again by the next Load in each
