@@ -111,13 +111,15 @@ func TestEachMemberHasExactlyOneWriter(t *testing.T) {
 // of the old one's members until it takes them again.
 func TestPausedReplicaActsOnNothingAndComesBackAsANewIncarnation(t *testing.T) {
 	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
-	a := startSharder(t, api, clk, "leafsync-a", &changes{})
+	var ch changes
+	a := startSharder(t, api, clk, "leafsync-a", &ch)
 	eventually(t, "alpha assigned", func() bool { return a.Assigned("alpha") })
 	if ok, err := a.Take(context.Background(), "alpha"); !ok || err != nil {
 		t.Fatalf("Take: %v %v", ok, err)
 	}
 	old := a.Identity()
-	eventually(t, "acting on alpha", func() bool { return a.Acting("alpha") })
+	eventually(t, "acting on alpha, and told so", func() bool { return a.Acting("alpha") && ch.count("alpha") >= 2 })
+	told := ch.count("alpha")
 
 	api.mu.Lock()
 	api.beforeUpdate = func(*coordinationv1.Lease) error { return apierrors.NewServiceUnavailable("cut") }
@@ -133,6 +135,7 @@ func TestPausedReplicaActsOnNothingAndComesBackAsANewIncarnation(t *testing.T) {
 	if err := a.Confirm(context.Background(), "alpha"); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("Confirm while not held: %v, want ErrNotOwner", err)
 	}
+	eventually(t, "OnChange told that alpha is no longer acted on", func() bool { return ch.count("alpha") > told })
 
 	api.mu.Lock()
 	api.beforeUpdate = nil
