@@ -66,6 +66,22 @@ func newShardedEnv(t *testing.T, own Ownership) *env {
 	return e
 }
 
+// connectedShardedMember registers member east, assigned to this replica
+// and taken, and counts the cleanup hooks run.
+func connectedShardedMember(t *testing.T) (*ownership, *env, *int) {
+	own := newOwnership()
+	own.set(func(o *ownership) { o.assigned["east"], o.mayTake["east"] = true, true })
+	e := newShardedEnv(t, own)
+	hooks := new(int)
+	e.ctl.Registry().OnDeregister("leaf-node", func(context.Context, Deregistration) error { *hooks++; return nil })
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
+	e.eventually("east", "Connected", func() bool {
+		e.clk.Step(takeRetry)
+		return e.phase("east") == "Connected/MemberConnected"
+	})
+	return own, e, hooks
+}
+
 // untouched fails the test if the Secret carries anything of leafsync's
 // or has an Event.
 func (e *env) untouched(name string) {
@@ -148,16 +164,7 @@ func TestShardedTakeBeforePublish(t *testing.T) {
 // cleanup hook, and leaves the Secret (finalizer included) to the writer.
 func TestShardedHandOverStopsWithoutCleanup(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	own := newOwnership()
-	own.set(func(o *ownership) { o.assigned["east"], o.mayTake["east"] = true, true })
-	e := newShardedEnv(t, own)
-	hooks := 0
-	e.ctl.Registry().OnDeregister("leaf-node", func(context.Context, Deregistration) error { hooks++; return nil })
-	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
-	e.eventually("east", "Connected", func() bool {
-		e.clk.Step(takeRetry)
-		return e.phase("east") == "Connected/MemberConnected"
-	})
+	own, e, hooks := connectedShardedMember(t)
 	sub := e.ctl.Registry().Subscribe()
 	defer sub.Close()
 
@@ -167,8 +174,8 @@ func TestShardedHandOverStopsWithoutCleanup(t *testing.T) {
 	if _, ok := e.ctl.Registry().Member("east"); ok || e.ctl.runtimes.has("east") {
 		t.Fatal("the member still runs here after another replica took it")
 	}
-	if hooks != 0 {
-		t.Errorf("%d cleanup hooks ran on a hand-over: the leaf and its pods are the new writer's", hooks)
+	if *hooks != 0 {
+		t.Errorf("%d cleanup hooks ran on a hand-over: the leaf and its pods are the new writer's", *hooks)
 	}
 	s := e.get("east")
 	if !controllerutil.ContainsFinalizer(s, registration.Finalizer) {
@@ -192,28 +199,19 @@ func TestShardedHandOverStopsWithoutCleanup(t *testing.T) {
 // take; the member's Lease is released.
 func TestShardedDeregistrationTakesTheMember(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	own := newOwnership()
-	own.set(func(o *ownership) { o.assigned["east"], o.mayTake["east"] = true, true })
-	e := newShardedEnv(t, own)
-	hooks := 0
-	e.ctl.Registry().OnDeregister("leaf-node", func(context.Context, Deregistration) error { hooks++; return nil })
-	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
-	e.eventually("east", "Connected", func() bool {
-		e.clk.Step(takeRetry)
-		return e.phase("east") == "Connected/MemberConnected"
-	})
+	own, e, hooks := connectedShardedMember(t)
 	// The writer lost its shard Lease; the Secret is deleted meanwhile.
 	own.set(func(o *ownership) { o.acting["east"], o.mayTake["east"] = false, false })
 	if err := e.c.Delete(e.ctx, e.get("east")); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.reconcile("east"); err != nil || res.RequeueAfter <= 0 || hooks != 0 || e.get("east") == nil {
-		t.Fatalf("deregistered without being the writer: %+v, %v, %d hooks", res, err, hooks)
+	if res, err := e.reconcile("east"); err != nil || res.RequeueAfter <= 0 || *hooks != 0 || e.get("east") == nil {
+		t.Fatalf("deregistered without being the writer: %+v, %v, %d hooks", res, err, *hooks)
 	}
 	own.set(func(o *ownership) { o.mayTake["east"] = true })
 	e.mustReconcile("east")
-	if hooks != 1 || e.get("east") != nil {
-		t.Fatalf("after the take: %d hooks, Secret %v", hooks, e.get("east"))
+	if *hooks != 1 || e.get("east") != nil {
+		t.Fatalf("after the take: %d hooks, Secret %v", *hooks, e.get("east"))
 	}
 	if len(own.released) != 1 || own.released[0] != "east" {
 		t.Errorf("released = %v, want the member's Lease released", own.released)

@@ -73,18 +73,7 @@ func (r *runtimes) apply(spec *registration.Spec) error {
 			return err
 		}
 		r.reg.add(spec, rt)
-		ctx, cancel := context.WithCancel(context.Background())
-		r.gates[rt] = cancel
-		r.bg.Add(1)
-		go func() {
-			defer r.bg.Done()
-			if r.admit(ctx, spec, rt) {
-				rt.Start(context.Background())
-			}
-			r.mu.Lock()
-			delete(r.gates, rt)
-			r.mu.Unlock()
-		}()
+		r.startGatedLocked(spec, rt)
 		r.log.Info("member registered", "cluster", spec.Cluster, "server", spec.Server, "leaf", spec.LeafName)
 
 	case m.Spec.ConnectionHash != spec.ConnectionHash:
@@ -125,6 +114,24 @@ func (r *runtimes) apply(spec *registration.Spec) error {
 		r.reg.update(spec)
 	}
 	return nil
+}
+
+// startGatedLocked starts rt once its member passed the connect gate
+// (identity.go); r.mu must be held. It returns the gate's cancel.
+func (r *runtimes) startGatedLocked(spec *registration.Spec, rt *member.Runtime) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.gates[rt] = cancel
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		if r.admit(ctx, spec, rt) {
+			rt.Start(context.Background())
+		}
+		r.mu.Lock()
+		delete(r.gates, rt)
+		r.mu.Unlock()
+	}()
+	return cancel
 }
 
 // cancelSwapLocked abandons a reconnect in progress, if any.

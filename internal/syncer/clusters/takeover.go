@@ -29,21 +29,13 @@ func (r *runtimes) takeOverLocked(spec *registration.Spec) error {
 	if err != nil {
 		return err
 	}
+	// The connect gate, as for a published runtime; the take waits on
+	// its own context, which cancelling p ends too.
+	gateCancel := r.startGatedLocked(spec, rt)
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &swap{rt: rt, spec: spec, cancel: cancel}
+	p := &swap{rt: rt, spec: spec, cancel: func() { gateCancel(); cancel() }}
 	r.pending[spec.Cluster] = p
-	r.gates[rt] = cancel
-	r.bg.Add(2)
-	go func() {
-		defer r.bg.Done()
-		// The connect gate, as for a published runtime.
-		if r.admit(ctx, spec, rt) {
-			rt.Start(context.Background())
-		}
-		r.mu.Lock()
-		delete(r.gates, rt)
-		r.mu.Unlock()
-	}()
+	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
 		r.takeAndPublish(ctx, p)
