@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,77 +13,22 @@ import (
 	"github.com/leafsync/leafsync/internal/syncer/store/storetest"
 )
 
-// ring is a fake of the member Leases: who writes each member, in which
-// term, as each replica has cached it and as a fresh read (Confirm) shows.
-type ring struct {
-	mu     sync.Mutex
-	holder map[string]string            // fresh: member → incarnation
-	term   map[string]uint64            // fresh: member → writer term
-	cached map[string]map[string]uint64 // replica → member → term it holds, as cached
-}
-
-func newRing() *ring {
-	return &ring{holder: map[string]string{}, term: map[string]uint64{}, cached: map[string]map[string]uint64{}}
-}
-
-// take makes replica the member's writer in a new term; seen lists the
-// replicas whose caches see it at once (the others keep their view).
-func (r *ring) take(member, replica string, seen ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.term[member]++
-	r.holder[member] = replica
-	for _, s := range append(seen, replica) {
-		if r.cached[s] == nil {
-			r.cached[s] = map[string]uint64{}
-		}
-		delete(r.cached[s], member)
-		if s == replica {
-			r.cached[s][member] = r.term[member]
-		}
-	}
-}
-
-// owners is replica's view (incarnation = replica name).
-func (r *ring) owners(replica string) store.Owners { return replicaView{r, replica} }
-
-type replicaView struct {
-	r       *ring
-	replica string
-}
-
-func (v replicaView) Writer(member string) (uint64, string, bool) {
-	v.r.mu.Lock()
-	defer v.r.mu.Unlock()
-	t, ok := v.r.cached[v.replica][member]
-	return t, v.replica, ok
-}
-
-func (v replicaView) Confirm(_ context.Context, member string) error {
-	v.r.mu.Lock()
-	defer v.r.mu.Unlock()
-	if h := v.r.holder[member]; h != v.replica {
-		return fmt.Errorf("%w (held by %q)", store.ErrNotOwner, h)
-	}
-	return nil
-}
-
 // Two replicas writing disjoint members never fence each other; each
 // member's records carry its own writer term and the writer's incarnation,
 // and no process-wide term is taken.
 func TestShardedKeepersOfDisjointMembersDoNotFenceEachOther(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	r := newRing()
-	r.take("a", "one")
-	r.take("b", "two")
-	r.take("b", "two") // b's term is 2
-	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	r := storetest.NewRing()
+	r.Take("a", "one")
+	r.Take("b", "two")
+	r.Take("b", "two") // b's term is 2
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("one")})
 	storetest.Update(one, "a", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("a0")} })
 	if err := one.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("two")})
+	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("two")})
 	storetest.Update(two, "b", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("b0")} })
 	if err := two.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -121,10 +65,10 @@ func TestShardedKeepersOfDisjointMembersDoNotFenceEachOther(t *testing.T) {
 func TestShardedKeeperFencedForATakenMemberOnly(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	r := newRing()
-	r.take("a", "one")
-	r.take("c", "one")
-	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	r := storetest.NewRing()
+	r.Take("a", "one")
+	r.Take("c", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("one")})
 	for _, c := range []string{"a", "c"} {
 		storetest.Update(one, c, func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed(c + "0"), owed(c + "1")} })
 	}
@@ -133,8 +77,8 @@ func TestShardedKeeperFencedForATakenMemberOnly(t *testing.T) {
 	}
 	// Two takes a (make before break: one's cache has not seen it yet),
 	// reads it and claims it.
-	r.take("a", "two")
-	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("two")})
+	r.Take("a", "two")
+	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("two")})
 	if err := two.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +130,7 @@ func TestShardedKeeperFencedForATakenMemberOnly(t *testing.T) {
 		t.Errorf("one's health with a change of a member it does not write: %v", err)
 	}
 	// Taken back, a is one's to write again.
-	r.take("a", "one", "two")
+	r.Take("a", "one", "two")
 	if err := one.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +147,9 @@ func TestShardedKeeperFencedForATakenMemberOnly(t *testing.T) {
 func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	r := newRing()
-	r.take("a", "one")
-	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	r := storetest.NewRing()
+	r.Take("a", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("one")})
 	if err := one.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +157,8 @@ func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
 	if err := one.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r.take("a", "two", "one")
-	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("two")})
+	r.Take("a", "two", "one")
+	two, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("two")})
 	if err := two.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +179,7 @@ func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
 		t.Error("Known(a) for a member one does not write now")
 	}
 	// A comes back to one.
-	r.take("a", "one", "two")
+	r.Take("a", "one", "two")
 	if err := one.Load(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -268,13 +212,13 @@ func TestShardedKeeperWritesAMemberWithoutRecordsInANewTerm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := store.NewMemory()
-	r := newRing()
-	r.take("x", "one")
-	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.owners("one")})
+	r := storetest.NewRing()
+	r.Take("x", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("one")})
 	if err := one.Load(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
-	r.take("x", "one") // a new incarnation of one took it again
+	r.Take("x", "one") // a new incarnation of one took it again
 	storetest.Update(one, "x", func(st *storetest.State) { st.Deletes = []deletes.PendingDelete{owed("p0")} })
 	if err := one.FlushCluster(ctx, "x"); err != nil {
 		t.Fatalf("writing x in its new term: %v", err)

@@ -236,6 +236,52 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	})
 
+	t.Run("sharded keepers fence one member at a time", func(t *testing.T) {
+		a, b, c := name("shard-a"), name("shard-b"), name("shard-c")
+		r := NewRing()
+		r.Take(a, "one")
+		r.Take(c, "one")
+		r.Take(b, "two")
+		one := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Owners: r.Owners("one")}))
+		two := runKeeper(t, store.NewKeeper(open(t), logr.Discard(), store.KeeperOptions{Owners: r.Owners("two")}))
+		for k, cs := range map[*store.Keeper][]string{one: {a, c}, two: {b}} {
+			for _, cl := range cs {
+				Update(k, cl, func(st *State) { st.Hysteresis = []byte(`{"by":"first"}`) })
+			}
+			if err := k.Flush(ctx); err != nil {
+				t.Fatalf("first writes: %v", err)
+			}
+		}
+		// Two takes a; one's cache has not seen it yet.
+		r.Take(a, "two")
+		if err := two.Load(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		Update(two, a, func(st *State) { st.Hysteresis = []byte(`{"by":"two"}`) })
+		if err := two.Flush(ctx); err != nil {
+			t.Fatalf("two's write of a after taking it: %v", err)
+		}
+		Update(one, a, func(st *State) { st.Hysteresis = []byte(`{"by":"one, stale"}`) })
+		Update(one, c, func(st *State) { st.Hysteresis = []byte(`{"by":"one"}`) })
+		if err := one.FlushCluster(ctx, a); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("one's stale write of a: %v, want ErrFenced", err)
+		}
+		if err := one.FlushCluster(ctx, c); err != nil {
+			t.Fatalf("one's write of c: %v", err)
+		}
+		if err := one.CheckWriter(ctx, a); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("one's CheckWriter of a: %v, want ErrFenced", err)
+		}
+		for cl, want := range map[string]State{a: {Hysteresis: []byte(`{"by":"two"}`), Term: 2, Writer: "two"},
+			b: {Hysteresis: []byte(`{"by":"first"}`), Term: 1, Writer: "two"}, c: {Hysteresis: []byte(`{"by":"one"}`), Term: 1, Writer: "one"}} {
+			got, err := get(open(t), cl)
+			if err != nil || string(got.Hysteresis) != string(want.Hysteresis) || got.Term != want.Term || got.Writer != want.Writer {
+				t.Errorf("record %s: %s, term %d by %q (%v); want %s, term %d by %q", cl, got.Hysteresis, got.Term, got.Writer, err,
+					want.Hysteresis, want.Term, want.Writer)
+			}
+		}
+	})
+
 	t.Run("large record compressed, too large refused", func(t *testing.T) {
 		s := open(t)
 		c := name("large")
