@@ -114,9 +114,8 @@ func (ms *memberSync) needs(rt *member.Runtime, k reflector.Key) bool {
 		}
 		return false
 	}
-	for _, obj := range host.GetStore().List() {
-		hp, ok := obj.(*corev1.Pod)
-		if ok && hp.Namespace == k.Namespace && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
+	for _, hp := range host.on(leaf) {
+		if hp.Namespace == k.Namespace && !podmeta.IsTerminal(hp) {
 			if spec := translate.MemberSpecWithEphemeral(hp); uses(hp.Name, &spec) {
 				return true
 			}
@@ -161,8 +160,8 @@ func (ms *memberSync) refreshDeps(ctx context.Context) error {
 		}
 	}
 	var onLeaf []*corev1.Pod
-	for _, obj := range host.GetStore().List() {
-		if hp, ok := obj.(*corev1.Pod); ok && hp.Spec.NodeName == leaf && !podmeta.IsTerminal(hp) {
+	for _, hp := range host.on(leaf) {
+		if !podmeta.IsTerminal(hp) {
 			spec := translate.MemberSpecWithEphemeral(hp)
 			use(hp.Namespace, hp.Name, &spec, hp.DeletionTimestamp == nil)
 			onLeaf = append(onLeaf, hp)
