@@ -93,6 +93,7 @@ type Runtime struct {
 	transport http.RoundTripper
 	probeRT   http.RoundTripper // the prober's own: no breaker, own connections
 	kube      kubernetes.Interface
+	watch     kubernetes.Interface // kube without the overall timeout
 	factory   informers.SharedInformerFactory
 	nodes     coreinformers.NodeInformer
 	pods      cache.SharedIndexInformer // *corev1.Pod (synced) and *ForeignPod
@@ -180,11 +181,11 @@ func New(o Options) (*Runtime, error) {
 	// dial timeout, TCP keep-alive and HTTP/2 health checks.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
-	watchClient, err := kubernetes.NewForConfigAndClient(watchCfg, &http.Client{Transport: rt, CheckRedirect: noRedirects})
+	r.watch, err = kubernetes.NewForConfigAndClient(watchCfg, &http.Client{Transport: rt, CheckRedirect: noRedirects})
 	if err != nil {
 		return nil, fmt.Errorf("member %q: building informer client: %w", o.Cluster, err)
 	}
-	r.factory = informers.NewSharedInformerFactoryWithOptions(watchClient, o.Resync,
+	r.factory = informers.NewSharedInformerFactoryWithOptions(r.watch, o.Resync,
 		informers.WithTransform(transform))
 	// Both informers are made here, so Start starts them, with the one
 	// index a reader uses: pods leafsync synced by namespace (see
@@ -283,6 +284,13 @@ func (r *Runtime) Cluster() string { return r.cluster }
 
 // Client returns the member's clientset (timeouts, QPS, breaker applied).
 func (r *Runtime) Client() kubernetes.Interface { return r.kube }
+
+// WatchClient returns the member's clientset for informers: Client's
+// transport (breaker, QPS, user agent) and connection, without the
+// overall timeout that would cut every watch. An informer of another
+// resource uses it rather than a transport of its own: a connection of a
+// member costs its TLS and HTTP/2 state and a goroutine, per member.
+func (r *Runtime) WatchClient() kubernetes.Interface { return r.watch }
 
 // RESTConfig returns a copy of the member's client config, with the
 // breaker, timeout, QPS and user agent applied, for other kinds of clients.

@@ -2,19 +2,15 @@ package eventmirror
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -66,8 +62,9 @@ func New(o Options) *Controller {
 }
 
 // NeedLeaderElection: only the leader mirrors, or each Event would be
-// mirrored once per replica.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// mirrored once per replica; sharded, each replica mirrors the members it
+// has taken (the Registry publishes only those).
+func (c *Controller) NeedLeaderElection() bool { return !c.opts.Registry.Sharded() }
 
 // Start mirrors until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
@@ -118,34 +115,20 @@ func (c *Controller) Disengage(cluster string) {
 
 // memberWatch is an informer of one member runtime's pod Events.
 type memberWatch struct {
-	runtime   *member.Runtime
-	mirror    *mirror
-	informer  cache.SharedIndexInformer
-	reg       cache.ResourceEventHandlerRegistration
-	transport http.RoundTripper
-	cancel    context.CancelFunc
-	done      sync.WaitGroup
+	runtime  *member.Runtime
+	mirror   *mirror
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+	cancel   context.CancelFunc
+	done     sync.WaitGroup
 }
 
-// watch starts an informer of m's pod Events through a client of its own
-// (the runtime's config: breaker, user agent; no overall timeout, which
-// would cut the watch). It starts once the member's pod cache has synced,
-// so that every Event finds its pod.
+// watch starts an informer of m's pod Events through the runtime's watch
+// client (its breaker, user agent and connection; no overall timeout,
+// which would cut the watch). It starts once the member's pod cache has
+// synced, so that every Event finds its pod.
 func (c *Controller) watch(parent context.Context, m clusters.Member, mr *mirror) (*memberWatch, error) {
-	cfg := m.Runtime.RESTConfig()
-	cfg.Timeout = 0
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("member transport: %w", err)
-	}
-	// No client of a member follows a redirect: its credentials would go
-	// with it (internal/syncer/member).
-	client, err := kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: rt,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
-	if err != nil {
-		return nil, fmt.Errorf("member client: %w", err)
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+	factory := informers.NewSharedInformerFactoryWithOptions(m.Runtime.WatchClient(), 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podEvents }),
 		informers.WithTransform(func(obj any) (any, error) {
 			if e, ok := obj.(*corev1.Event); ok {
@@ -172,7 +155,7 @@ func (c *Controller) watch(parent context.Context, m clusters.Member, mr *mirror
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
-	w := &memberWatch{runtime: m.Runtime, mirror: mr, informer: inf, reg: reg, transport: rt, cancel: cancel}
+	w := &memberWatch{runtime: m.Runtime, mirror: mr, informer: inf, reg: reg, cancel: cancel}
 	pods := m.Runtime.Pods().Informer()
 	w.done.Add(1)
 	go func() {
@@ -202,5 +185,4 @@ func (w *memberWatch) seen() cache.Store {
 func (w *memberWatch) stop() {
 	w.cancel()
 	w.done.Wait()
-	utilnet.CloseIdleConnectionsFor(w.transport)
 }
