@@ -224,7 +224,14 @@ func (k *Keeper) Load(ctx context.Context, cluster string) error {
 	if done {
 		return nil
 	}
-	if dirty { // sharded: merge the records with the changes not written yet
+	if dirty {
+		// Sharded, with changes not written yet. As the member's
+		// writer, writing them reads and merges the records first, in
+		// the worker that owns the member's writes; otherwise they are
+		// merged here (nothing writes them).
+		if _, _, err := k.owners.stamp(cluster); err == nil {
+			return k.FlushCluster(ctx, cluster)
+		}
 		return k.resolve(ctx, cluster, false)
 	}
 	recs, err := k.calls.list(ctx, cluster)
