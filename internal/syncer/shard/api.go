@@ -70,13 +70,12 @@ type Options struct {
 // the live replicas and of every member Lease. It is a
 // prometheus.Collector of the shard metrics (register it once).
 type Sharder struct {
-	opts     Options
-	clock    clock.WithTicker
-	factory  informers.SharedInformerFactory
-	queue    *runner.Runner[string]
-	kick     chan struct{}
-	metrics  *metrics.ShardCollector
-	shardKey string
+	opts    Options
+	clock   clock.WithTicker
+	factory informers.SharedInformerFactory
+	queue   *runner.Runner[string]
+	kick    chan struct{}
+	metrics *metrics.ShardCollector
 
 	mu sync.RWMutex
 	// inc is the current incarnation ("" before the first acquisition
