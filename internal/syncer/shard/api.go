@@ -181,7 +181,7 @@ func (s *Sharder) Invalidate() { s.recomputeSoon() }
 func (s *Sharder) Assigned(cluster string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.assigned[cluster] == s.opts.Replica
+	return s.assignedLocked(cluster)
 }
 
 // Acting reports whether this replica may act on cluster now: it holds its

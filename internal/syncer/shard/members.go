@@ -39,7 +39,7 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 		s.observeMember(cur, now)
 	}
 	sit := Situation{Now: now, LeaseDuration: s.opts.LeaseDuration, Held: !s.stopped && s.heldLocked(), Me: s.inc,
-		Assigned: s.assigned[cluster] == s.opts.Replica, HolderSeen: now}
+		Assigned: s.assignedLocked(cluster), HolderSeen: now}
 	if cur != nil {
 		sit.Holder = ptr.Deref(cur.Spec.HolderIdentity, "")
 		sit.HolderFormerMine = s.former[sit.Holder]

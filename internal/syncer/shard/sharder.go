@@ -64,6 +64,12 @@ func (s *Sharder) heldLocked() bool {
 	return s.inc != "" && s.clock.Since(s.renewed) < s.opts.LeaseDuration
 }
 
+// assignedLocked: a draining replica is assigned nothing, from the moment
+// Drain is called.
+func (s *Sharder) assignedLocked(cluster string) bool {
+	return !s.draining && s.assigned[cluster] == s.opts.Replica
+}
+
 func (s *Sharder) actingLocked(cluster string) bool {
 	return !s.stopped && s.heldLocked() && s.members[cluster].holder == s.inc
 }
@@ -116,7 +122,7 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 	states := make(map[string]memberState, len(registered))
 	for _, m := range append(registered, slices.Collect(maps.Keys(s.members))...) {
 		states[m] = memberState{
-			assigned:    s.assigned[m] == s.opts.Replica,
+			assigned:    s.assignedLocked(m),
 			acting:      s.actingLocked(m),
 			holder:      s.members[m].holder,
 			holderAlive: s.aliveLocked(s.members[m].holder, now),
@@ -157,8 +163,8 @@ func (s *Sharder) metricsState() metrics.ShardState {
 			st.Acting++
 		}
 	}
-	for _, r := range s.assigned {
-		if r == s.opts.Replica {
+	for m := range s.assigned {
+		if s.assignedLocked(m) {
 			st.Assigned++
 		}
 	}
