@@ -226,6 +226,11 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.entryLocked(cluster)
+	// Sharded: another replica wrote the member since this one last read
+	// or wrote it as its writer. What this one changed and did not write
+	// was fenced then, and is older than what the other wrote: the
+	// records replace it (a merge would keep this one's engine snapshot).
+	overtaken := k.owners != nil && !conflict && e.known && (notWriter != nil || e.actedIn != term) && newerTerm(recs, e.actedIn)
 	if k.owners != nil && notWriter == nil {
 		e.actedIn = term // read as the member's writer in this term
 	}
@@ -263,7 +268,15 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 	if e.known {
 		base = e.assembled(cluster)
 	}
-	if !e.gone {
+	switch {
+	case e.gone:
+	case overtaken:
+		if e.dirty {
+			k.log.Info("another replica wrote this member since; dropping the changes this one did not write", "cluster", cluster, "recordTerm", theirs.term)
+		}
+		e.mem = theirs.clone()
+		e.ledger++
+	default:
 		e.mem = mergeStates(base, theirs, e.mem)
 		e.ledger++
 	}
