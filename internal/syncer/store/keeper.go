@@ -117,7 +117,8 @@ type Stats struct {
 	// older writer and were merged.
 	Writes, Deletes, Errors, Conflicts uint64
 	// Pending is the number of clusters whose latest state is not yet
-	// written; OldestPending how long the oldest has waited.
+	// written (sharded: of the members this replica writes now);
+	// OldestPending how long the oldest has waited.
 	Pending       int
 	OldestPending time.Duration
 	// LastError is the last failure ("" once every failing write
@@ -436,7 +437,8 @@ func (k *Keeper) flush(ctx context.Context, chosen func(string) bool) error {
 	return k.wb.flush(ctx, want)
 }
 
-// Pending is the number of clusters whose latest state is not yet written.
+// Pending is the number of clusters whose latest state is not yet written
+// (sharded: of the members this replica writes now).
 func (k *Keeper) Pending() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -444,11 +446,22 @@ func (k *Keeper) Pending() int {
 	return n
 }
 
+// writesLocked reports whether this Keeper writes a cluster now: always
+// unsharded; sharded, while this replica is the member's writer (the
+// changes of other members wait, and are not counted pending).
+func (k *Keeper) writesLocked(cluster string) bool {
+	if k.owners == nil {
+		return true
+	}
+	_, _, err := k.owners.stamp(cluster)
+	return err == nil
+}
+
 func (k *Keeper) pendingLocked() (int, time.Time) {
 	n := 0
 	var oldest time.Time
-	for _, e := range k.entries {
-		if e.pending() {
+	for c, e := range k.entries {
+		if e.pending() && k.writesLocked(c) {
 			n++
 			if e.dirty && (oldest.IsZero() || e.dirtyAt.Before(oldest)) {
 				oldest = e.dirtyAt

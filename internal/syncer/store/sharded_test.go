@@ -180,6 +180,9 @@ func TestShardedKeeperReadsAMemberAgainWhenItComesBack(t *testing.T) {
 	if n := m.Puts() - puts; n != 0 {
 		t.Fatalf("one wrote %d records of a member it does not write", n)
 	}
+	if n := one.Pending(); n != 0 {
+		t.Errorf("one counts %d members pending: a change of a member it does not write is not its to write", n)
+	}
 	if one.Known("a") {
 		t.Error("Known(a) for a member one does not write now")
 	}
