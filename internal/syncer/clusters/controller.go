@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,10 +216,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("clusters").
-		// One worker: Reconcile never waits on a member (connecting and
-		// probing run in the member runtimes), so it is fast; and the
-		// bookkeeping of ownership between duplicate Secrets stays simple.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(c.controllerOptions()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(c.sameCluster), builder.WithPredicates(pred)).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			c.queueMu.Lock()
@@ -230,6 +228,14 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return mgr.Add(c)
+}
+
+// controllerOptions: one worker, since Reconcile never waits on a member
+// (connecting and probing run in the member runtimes), so it is fast, and
+// the bookkeeping of ownership between duplicate Secrets stays simple.
+// Sharded, every replica reconciles its share, leader or not.
+func (c *Controller) controllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: 1, NeedLeaderElection: ptr.To(c.NeedLeaderElection())}
 }
 
 // Start implements manager.Runnable: it waits for the manager to stop, then

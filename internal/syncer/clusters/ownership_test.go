@@ -219,3 +219,19 @@ func TestShardedDeregistrationTakesTheMember(t *testing.T) {
 	e.ctl.Shutdown()
 	e.srv.Close()
 }
+
+// TestShardedControllerRunsOnEveryReplica: with leader election on for
+// the fleet-wide singletons, a sharded replica that does not lead still
+// reconciles its members' Secrets.
+func TestShardedControllerRunsOnEveryReplica(t *testing.T) {
+	e := newShardedEnv(t, newOwnership())
+	if o := e.ctl.controllerOptions(); o.NeedLeaderElection == nil || *o.NeedLeaderElection || e.ctl.NeedLeaderElection() {
+		t.Fatalf("sharded: the Secret controller waits for leadership (%v)", o.NeedLeaderElection)
+	}
+	e.srv.Close()
+	unsharded := newEnv(t)
+	if o := unsharded.ctl.controllerOptions(); o.NeedLeaderElection == nil || !*o.NeedLeaderElection || o.MaxConcurrentReconciles != 1 {
+		t.Fatalf("unsharded: the Secret controller must run on the leader only, with one worker: %+v", o)
+	}
+	unsharded.srv.Close()
+}
