@@ -45,7 +45,9 @@ func (s *Sharder) tend(ctx context.Context) {
 	s.mu.Unlock()
 
 	sent := s.clock.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration)
+	// A third of the duration: a request that hangs leaves time for two
+	// more tries before the Lease lapses.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration/3)
 	defer cancel()
 	if inc == "" {
 		s.acquire(ctx, sent, draining)

@@ -120,7 +120,7 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 	}
 	s.live = len(replicas)
 	states := make(map[string]memberState, len(registered))
-	for _, m := range append(registered, slices.Collect(maps.Keys(s.members))...) {
+	for _, m := range slices.Concat(registered, slices.Collect(maps.Keys(s.members))) {
 		states[m] = memberState{
 			assigned:    s.assignedLocked(m),
 			acting:      s.actingLocked(m),
