@@ -90,8 +90,8 @@ bench-flap-smoke: tools build vk-baseline ## one short scenario of the flap benc
 # The scale benchmark (its own module, test/scalebench): registrations of
 # a few member API servers, step by step; SCALEBENCH_STEPS=50,100,200.
 SCALEBENCH_STEPS ?=
-bench-scale: tools build ## what one replica costs per member: RSS, CPU, registration and leaf update latency, host requests (about 11 min with the default steps); report in _output/scalebench
-	cd test/scalebench && SCALEBENCH_STEPS=$(SCALEBENCH_STEPS) LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 120m -run TestScaleBench -v .
+bench-scale: tools build ## what one replica costs per member: RSS, CPU, registration and leaf update latency, host requests (about 11 min with the default steps; REPLICAS=3: three sharded replicas, each measured); report in _output/scalebench
+	cd test/scalebench && SCALEBENCH_STEPS=$(SCALEBENCH_STEPS) REPLICAS=$(REPLICAS) LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 120m -run TestScaleBench -v .
 
 bench-scale-smoke: tools build ## the scale benchmark with 2 and 4 small registrations (CI)
 	cd test/scalebench && SCALEBENCH=smoke SCALEBENCH_OUT=$(CURDIR)/_output/scalebench-smoke LEAFSYNC_BINARY=$(BIN)/leafsync $(GO) test -tags e2e -count=1 -timeout 15m -run TestScaleBench .

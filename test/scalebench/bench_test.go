@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,8 +82,9 @@ func TestScaleBench(t *testing.T) {
 	start := time.Now()
 	rep := &Report{
 		Date: start.UTC().Format("2006-01-02"), Command: "make bench-scale", Machine: harness.Machine(),
-		Setup: fmt.Sprintf("%d member API servers of %d kwok nodes and %d pods each, registered round-robin (verification without the canary, which kwok cannot complete); leafsync with its default configuration; KCM node-monitor grace 50s; windows of %s; churn %.0f pod creates+deletes/s per member",
-			p.members, p.nodes, p.pods, p.window, p.churnRate),
+		Setup: fmt.Sprintf("%d member API servers of %d kwok nodes and %d pods each, registered round-robin (verification without the canary, which kwok cannot complete); %s with its default configuration; KCM node-monitor grace 50s; windows of %s; churn %.0f pod creates+deletes/s per member",
+			p.members, p.nodes, p.pods, replicaSetup(replicaCount(t)), p.window, p.churnRate),
+		Replicas: replicaCount(t),
 	}
 	defer func() {
 		rep.Duration = time.Since(start).Round(time.Second).String()
@@ -109,7 +107,7 @@ func TestScaleBench(t *testing.T) {
 	if err := host.EnsureNamespace(ctx, leafsyncNS); err != nil {
 		t.Fatal(err)
 	}
-	ls := harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), "--namespace="+leafsyncNS, "--log-level=info")
+	ls := startReplicas(t, host, replicaCount(t))
 	w := newLeafWatch(t, host)
 	b := &bench{t: t, p: p, host: host, members: members, ls: ls, w: w}
 
@@ -130,7 +128,7 @@ type bench struct {
 	p       params
 	host    *harness.Cluster
 	members []*harness.Cluster
-	ls      *harness.Leafsync
+	ls      replicas
 	w       *leafWatch
 	regs    int // registrations so far
 	extra   int // extra member nodes made so far
@@ -161,17 +159,23 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 		took = append(took, ready.Sub(at).Seconds())
 	}
 	s.RegisterP50, s.RegisterP99 = Percentile(took, 50), Percentile(took, 99)
-	if exited, _ := b.ls.Exited(); exited {
-		return s, fmt.Errorf("leafsync exited (see %s)", b.ls.LogPath())
+	if err := b.ls.exited(); err != nil {
+		return s, err
+	}
+	if len(b.ls) > 1 {
+		if _, err := b.splitMembers(ctx, n, time.Now().Add(2*time.Minute)); err != nil {
+			return s, err
+		}
 	}
 	time.Sleep(b.p.window / 2) // settle
 
 	// Steady state.
-	m0, cpu0, t0 := b.metrics(), cpuSeconds(b.t, b.ls.Pid()), time.Now()
-	rss, heap := b.sampleMemory(b.p.window)
-	m1, cpu1, t1 := b.metrics(), cpuSeconds(b.t, b.ls.Pid()), time.Now()
+	ms0, t0 := b.ls.scrape(b.t), time.Now()
+	steady := b.ls.measure(b.t, b.p.window)
+	ms1, t1 := b.ls.scrape(b.t), time.Now()
+	m0, m1 := mergeMetrics(ms0), mergeMetrics(ms1)
 	window := t1.Sub(t0).Seconds()
-	s.SteadyRSSMiB, s.SteadyHeapMiB, s.SteadyCPU = rss, heap, (cpu1-cpu0)/window
+	s.SteadyRSSMiB, s.SteadyHeapMiB, s.SteadyCPU = total(steady.rss), total(steady.heap), total(steady.cpu)
 	s.ProbesPerSec = (m1.sum("leafsync_probe_results_total") - m0.sum("leafsync_probe_results_total")) / window
 	s.LeaseLagP99 = histogramQuantile(0.99, m0.buckets("leafsync_lease_renewal_lag_seconds"), m1.buckets("leafsync_lease_renewal_lag_seconds"))
 	s.Goroutines = int(m1.sum("go_goroutines"))
@@ -187,6 +191,9 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 		s.HostRequests[k] = float64(c) / window
 	}
 	s.HostWritesPerLeaf = writesIn(reqs) / window / float64(n)
+	if s.Replicas, err = b.replicaSteps(ctx, n, steady, ms0, ms1, t0, t1); err != nil {
+		return s, err
+	}
 
 	// Churn.
 	stop := make(chan struct{})
@@ -195,10 +202,13 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); churn(b.t, m, fmt.Sprintf("churn-%d-%d", n, i), b.p.churnRate, stop) }()
 	}
-	cpu0, t0 = cpuSeconds(b.t, b.ls.Pid()), time.Now()
-	s.ChurnRSSMiB, _ = b.sampleMemory(b.p.window)
+	t0 = time.Now()
+	churnUse := b.ls.measure(b.t, b.p.window)
 	t1 = time.Now()
-	s.ChurnCPU = (cpuSeconds(b.t, b.ls.Pid()) - cpu0) / t1.Sub(t0).Seconds()
+	s.ChurnRSSMiB, s.ChurnCPU = total(churnUse.rss), total(churnUse.cpu)
+	for i := range s.Replicas {
+		s.Replicas[i].ChurnRSSMiB, s.Replicas[i].ChurnCPU = churnUse.rss[i], churnUse.cpu[i]
+	}
 	close(stop)
 	wg.Wait()
 	if reqs, err = leafsyncRequests(b.host, t0, t1); err != nil {
@@ -320,20 +330,6 @@ func churn(t *testing.T, m *harness.Cluster, prefix string, rate float64, stop <
 	}
 }
 
-// sampleMemory samples leafsync's RSS (and Go heap in use) every 5s for d
-// and returns the means in MiB.
-func (b *bench) sampleMemory(d time.Duration) (rss, heap float64) {
-	var n int
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		rss += rssMiB(b.t, b.ls.Pid())
-		heap += b.metrics().sum("go_memstats_heap_inuse_bytes") / (1 << 20)
-		n++
-		time.Sleep(min(5*time.Second, time.Until(end)))
-	}
-	return rss / float64(n), heap / float64(n)
-}
-
 // rssMiB is VmRSS of a process.
 func rssMiB(t *testing.T, pid int) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -368,20 +364,6 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 
 // metricsSnapshot is one scrape of leafsync's /metrics.
 type metricsSnapshot map[string]*dto.MetricFamily
-
-func (b *bench) metrics() metricsSnapshot {
-	resp, err := http.Get("http://" + b.ls.MetricsAddr + "/metrics")
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return fams
-}
 
 // sum adds every series of a counter, gauge or untyped metric.
 func (m metricsSnapshot) sum(name string) float64 {
@@ -442,9 +424,7 @@ func histogramQuantile(q float64, before, after map[float64]float64) float64 {
 // leafsyncRequests counts leafsync's requests to the host received in
 // [from, to), by "verb resource[/subresource]", from the audit log.
 func leafsyncRequests(host *harness.Cluster, from, to time.Time) (map[string]int, error) {
-	evs, err := host.AuditEvents(func(e harness.AuditEvent) bool {
-		return strings.HasPrefix(e.UserAgent, "leafsync") && !e.RequestReceived.Before(from) && e.RequestReceived.Before(to)
-	})
+	evs, err := leafsyncEvents(host, from, to)
 	if err != nil {
 		return nil, err
 	}

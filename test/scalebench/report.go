@@ -61,6 +61,10 @@ type Step struct {
 	ProbesPerSec float64 `json:"probesPerSec"`
 	LeaseLagP99  float64 `json:"leaseLagP99"`
 	Goroutines   int     `json:"goroutines"`
+	// Replicas: each replica's share when REPLICAS > 1 (the figures above
+	// are then the fleet's: sums of the replicas' RSS, heap, CPU, probes
+	// and goroutines).
+	Replicas []ReplicaStep `json:"replicas,omitempty"`
 }
 
 // Report is a run.
@@ -70,6 +74,9 @@ type Report struct {
 	Machine  string `json:"machine"`
 	Setup    string `json:"setup"`
 	Duration string `json:"duration"`
+	// Replicas: leafsync processes sharing the members (REPLICAS; 0 or 1:
+	// one replica, unsharded).
+	Replicas int `json:"replicas,omitempty"`
 	// Stopped says why the run did not go further ("" if it did all steps).
 	Stopped string `json:"stopped,omitempty"`
 	Steps   []Step `json:"steps"`
@@ -96,6 +103,7 @@ func (rep *Report) Markdown(w io.Writer) {
 			s.Registrations, s.RegisterP50, s.RegisterP99, s.RegisterAlone, s.SteadyRSSMiB, s.ChurnRSSMiB, s.SteadyHeapMiB,
 			s.SteadyCPU, s.ChurnCPU, s.LeafUpdateP50, s.LeafUpdateP99, s.LeafUpdates, s.HostWritesPerLeaf, s.HostWritesPerLeafChurn, s.ProbesPerSec, s.LeaseLagP99, s.Goroutines)
 	}
+	rep.replicasMarkdown(w)
 	if len(rep.Steps) == 0 {
 		return
 	}
