@@ -220,7 +220,7 @@ func (k *Keeper) Load(ctx context.Context, cluster string) error {
 	k.mu.Lock()
 	e := k.entries[cluster]
 	done := e != nil && (e.gone || e.known && k.currentLocked(cluster, e))
-	dirty := e != nil && e.known && e.dirty
+	dirty := k.owners != nil && e != nil && e.known && e.dirty
 	k.mu.Unlock()
 	if done {
 		return nil
