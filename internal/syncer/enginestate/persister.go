@@ -147,14 +147,16 @@ var ErrRestoreTooLate = errors.New("enginestate: restore after the cluster's fir
 // overwritten, when the store is back).
 func (p *Persister) Restore(ctx context.Context, cluster string, into Target) (bool, error) {
 	p.mu.Lock()
-	if m := p.marks[cluster]; m != nil && m.observed {
+	// Sharded, a member comes back to a replica after another wrote it:
+	// it is restored again (the Registry still refuses a member that runs).
+	if m := p.marks[cluster]; m != nil && m.observed && !p.keeper.Sharded() {
 		p.mu.Unlock()
 		return false, fmt.Errorf("%w (cluster %s)", ErrRestoreTooLate, cluster)
 	}
 	p.mu.Unlock()
 
 	if !p.keeper.Known(cluster) {
-		if err := p.preload(ctx); err != nil {
+		if err := p.read(ctx, cluster); err != nil {
 			p.count(func(s *Stats) {
 				s.Unrestored++
 				s.LastRestoreError = err.Error()
@@ -192,6 +194,19 @@ func (p *Persister) Restore(ctx context.Context, cluster string, into Target) (b
 	p.log.Info("restored saved readiness state", "cluster", cluster, "state", hs.State.String(),
 		"cordoned", hs.Cordoned, "since", hs.Since, "lastObserved", hs.LastObserved, "penalty", hs.Penalty)
 	return true, nil
+}
+
+// read reads the saved state a restore needs: every record once per term
+// (preload); sharded across replicas, the member's own records, since the
+// replica that wrote it until now may have checkpointed it after any
+// earlier read.
+func (p *Persister) read(ctx context.Context, cluster string) error {
+	if !p.keeper.Sharded() {
+		return p.preload(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.RestoreTimeout)
+	defer cancel()
+	return p.keeper.Load(ctx, cluster)
 }
 
 // preload reads every record once per term, waiting for an unavailable

@@ -267,3 +267,86 @@ func TestRestoreRetriesUntilRestoreTimeout(t *testing.T) {
 		t.Errorf("reads at %s, want %s", got, want)
 	}
 }
+
+// snapshotTarget records the snapshot a restore hands over.
+type snapshotTarget struct{ got string }
+
+func (s *snapshotTarget) Restore(_ string, snapshot []byte) (hysteresis.Status, error) {
+	s.got = string(snapshot)
+	return hysteresis.Status{}, nil
+}
+
+// Sharded, a member taken over after the replica started is restored from
+// its records as they are then, not from a copy read at the first restore:
+// the member's previous writer kept checkpointing it meanwhile.
+func TestShardedRestoreReadsTheMemberAfresh(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	ring := storetest.NewRing()
+	ring.Take("m1", "one")
+	ring.Take("m2", "two")
+	one := store.NewKeeper(m, logr.Discard(), store.KeeperOptions{Owners: ring.Owners("one")})
+	two := store.NewKeeper(m, logr.Discard(), store.KeeperOptions{Owners: ring.Owners("two")})
+	for _, k := range []*store.Keeper{one, two} {
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); k.Run(runCtx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	checkpoint := func(v int) {
+		storetest.Update(one, "m1", func(st *storetest.State) { st.Hysteresis = []byte(fmt.Sprintf(`{"v":%d}`, v)) })
+		if err := one.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpoint(1)
+	p := enginestate.New(two, enginestate.Options{})
+	if _, err := p.Restore(ctx, "m2", &snapshotTarget{}); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(2)
+	ring.Take("m1", "two", "one")
+	var got snapshotTarget
+	if _, err := p.Restore(ctx, "m1", &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.got != `{"v":2}` {
+		t.Errorf("m1 restored from %s, want its last checkpoint {\"v\":2}", got.got)
+	}
+}
+
+// Sharded, a member that was observed here, left for another replica and
+// came back is restored again, from what that replica wrote.
+func TestShardedRestoreOfAMemberThatCameBack(t *testing.T) {
+	ctx := context.Background()
+	f, _ := hysteresis.NewFleet(testFleetConfig())
+	_ = f.Add("m1", hysteresis.Overrides{})
+	m := store.NewMemory()
+	ring := storetest.NewRing()
+	ring.Take("m1", "one")
+	k := store.NewKeeper(m, logr.Discard(), store.KeeperOptions{Owners: ring.Owners("one")})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p := enginestate.New(k, enginestate.Options{})
+	d, _ := f.Step("m1", hysteresis.Observation{Time: t0, OK: true})
+	p.Observed("m1", d)
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ring.Take("m1", "two")
+	_, v, _ := m.Get(ctx, "m1") // "" if the observation wrote nothing
+	theirs := storetest.Record(storetest.State{Hysteresis: []byte(`{"v":"two"}`), Term: 2, Writer: "two"})
+	if _, err := m.Put(ctx, "m1", theirs, v); err != nil {
+		t.Fatal(err)
+	}
+	ring.Take("m1", "one")
+	var got snapshotTarget
+	if _, err := p.Restore(ctx, "m1", &got); err != nil {
+		t.Fatalf("restore of a member that came back: %v", err)
+	}
+	if got.got != `{"v":"two"}` {
+		t.Errorf("restored from %s, want the other replica's {\"v\":\"two\"}", got.got)
+	}
+}
