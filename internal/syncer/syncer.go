@@ -136,7 +136,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if err := setupMetrics(ctl.Registry(), fleet); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	leafNodes, err := setupLeafNodes(mgr)
+	leafNodes, err := setupLeafNodes(mgr, sharder != nil)
 	if err != nil {
 		return err
 	}
@@ -165,8 +165,9 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 // setupLeafNodes starts an informer of the host's leaf Nodes (label
 // leafsync.io/cluster): the leaf writer reads from it, and leaves and pod
 // sync check with it that a Node is leafsync's leaf of a cluster before
-// they renew its Lease or touch a pod bound to it.
-func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
+// they renew its Lease or touch a pod bound to it. It runs where they do:
+// on the leader, or, sharded, on every replica.
+func setupLeafNodes(mgr manager.Manager, sharded bool) (coreinformers.NodeInformer, error) {
 	host, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("host client for leaf nodes: %w", err)
@@ -175,13 +176,23 @@ func setupLeafNodes(mgr manager.Manager) (coreinformers.NodeInformer, error) {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = leafnode.LabelCluster }))
 	nodes := factory.Core().V1().Nodes()
 	nodes.Informer()
-	return nodes, mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	return nodes, mgr.Add(&replicaRunnable{sharded: sharded, run: func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		<-ctx.Done()
 		factory.Shutdown()
 		return nil
-	}))
+	}})
 }
+
+// replicaRunnable runs on the leader only, or, sharded, on every replica
+// (a runnable that does not say needs leader election).
+type replicaRunnable struct {
+	sharded bool
+	run     func(context.Context) error
+}
+
+func (r *replicaRunnable) Start(ctx context.Context) error { return r.run(ctx) }
+func (r *replicaRunnable) NeedLeaderElection() bool        { return !r.sharded }
 
 // setupLeaves adds the controller of leaf Nodes and their Lease heartbeats.
 func setupLeaves(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, records *guard.Records, verifier *verify.Controller, clk clock.WithTicker) (*leaves.Controller, error) {
