@@ -446,8 +446,8 @@ func (l *leaf) options(m clusters.Member) leafnode.Options {
 
 // recordTransition puts an Event on the leaf Node for a state change.
 func (l *leaf) recordTransition(tr hysteresis.Transition) {
-	if l.c.opts.Recorder == nil {
-		return
+	if l.c.opts.Recorder == nil || !l.c.opts.Registry.Acting(l.cluster) {
+		return // sharded: the member's writer records its transitions
 	}
 	ref := &corev1.ObjectReference{Kind: "Node", Name: l.name, UID: "", APIVersion: "v1"}
 	// Reasons are distinct per kind of change: the events API folds events
