@@ -127,38 +127,8 @@ func TestSharding(t *testing.T) {
 	})
 	t.Logf("owners: %v", byReplica(owners))
 
-	// A Deployment with two pods on every leaf (spread by hostname), and
-	// every member pod watched.
-	web := leafWorkload("web", 2*registrations, leaves...).Deployment()
-	web.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
-		LabelSelector: web.Spec.Selector,
-	}}
-	if _, err := f.host.Client().AppsV1().Deployments(appsNS).Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	hostPods := waitHostPodsReady(t, f, "app=web", 2*registrations, 3*time.Minute, leaves...)
-	podLeaf := map[string]string{}
-	perLeaf := map[string]int{}
-	for _, p := range hostPods {
-		podLeaf[p.Name] = p.Spec.NodeName
-		perLeaf[p.Spec.NodeName]++
-	}
-	t.Logf("web pods per leaf: %v", perLeaf)
-	memberPods := map[string]*podRecorder{}
-	for _, m := range memberNames {
-		memberPods[m] = recordPods(t, f.members[m].Cluster, managedPodSelector)
-	}
-	harness.Eventually(t, time.Minute, "a member pod for each host pod", func() error {
-		n := 0
-		for _, m := range memberNames {
-			n += len(listPods(t, f.members[m].Cluster, managedPodSelector))
-		}
-		if n != len(hostPods) {
-			return fmt.Errorf("%d member pods, %d host pods", n, len(hostPods))
-		}
-		return nil
-	})
+	// A Deployment with two pods on every leaf, every member pod watched.
+	podLeaf, memberPods := f.webOnEveryLeaf(t, leaves, memberNames)
 	podsSince := time.Now()
 
 	// (3) Pause the replica that holds most members for 60s.
@@ -265,13 +235,7 @@ func TestSharding(t *testing.T) {
 		}
 	}
 	// No member pod deleted, nor any host pod.
-	for m, r := range memberPods {
-		for _, e := range r.events(t) {
-			if e.typ == watch.Deleted || e.pod.DeletionTimestamp != nil {
-				t.Errorf("member pod %s/%s in %s deleted (%s at %s)", e.pod.Namespace, e.pod.Name, m, e.typ, e.at.Format(time.StampMilli))
-			}
-		}
-	}
+	noMemberPodDeleted(t, memberPods)
 	for _, e := range hostPodDeletes(t, f, podsSince) {
 		t.Errorf("host pod %s deleted by %s (%s) at %s", e.ObjectRef.Name, e.User.Username, e.UserAgent, e.RequestReceived.Format(time.StampMilli))
 	}
@@ -352,6 +316,58 @@ func (f *fleet) registerAs(t *testing.T, cluster, member string) {
 	}
 	if _, err := f.host.Client().CoreV1().Secrets(leafsyncNamespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// webOnEveryLeaf creates a Deployment "web" with two pods on every leaf
+// (spread by hostname) and waits until they run and each has its member
+// pod. It returns the leaf of each host pod, by name, and a recorder of
+// the leafsync pods of each member, by member.
+func (f *fleet) webOnEveryLeaf(t *testing.T, leaves, members []string) (map[string]string, map[string]*podRecorder) {
+	t.Helper()
+	web := leafWorkload("web", int32(2*len(leaves)), leaves...).Deployment()
+	web.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: web.Spec.Selector,
+	}}
+	if _, err := f.host.Client().AppsV1().Deployments(appsNS).Create(context.Background(), web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hostPods := waitHostPodsReady(t, f, "app=web", 2*len(leaves), 3*time.Minute, leaves...)
+	podLeaf := map[string]string{}
+	perLeaf := map[string]int{}
+	for _, p := range hostPods {
+		podLeaf[p.Name] = p.Spec.NodeName
+		perLeaf[p.Spec.NodeName]++
+	}
+	t.Logf("web pods per leaf: %v", perLeaf)
+	memberPods := map[string]*podRecorder{}
+	for _, m := range members {
+		memberPods[m] = recordPods(t, f.members[m].Cluster, managedPodSelector)
+	}
+	harness.Eventually(t, time.Minute, "a member pod for each host pod", func() error {
+		n := 0
+		for _, m := range members {
+			n += len(listPods(t, f.members[m].Cluster, managedPodSelector))
+		}
+		if n != len(hostPods) {
+			return fmt.Errorf("%d member pods, %d host pods", n, len(hostPods))
+		}
+		return nil
+	})
+	return podLeaf, memberPods
+}
+
+// noMemberPodDeleted: no version of a member pod the recorders saw was a
+// deletion or carried a deletion timestamp.
+func noMemberPodDeleted(t *testing.T, memberPods map[string]*podRecorder) {
+	t.Helper()
+	for m, r := range memberPods {
+		for _, e := range r.events(t) {
+			if e.typ == watch.Deleted || e.pod.DeletionTimestamp != nil {
+				t.Errorf("member pod %s/%s in %s deleted (%s at %s)", e.pod.Namespace, e.pod.Name, m, e.typ, e.at.Format(time.StampMilli))
+			}
+		}
 	}
 }
 
