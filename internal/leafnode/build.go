@@ -260,6 +260,9 @@ func uniformLabel(nodes []*corev1.Node, key string) (string, bool) {
 func nodeInfo(nodes []*corev1.Node) corev1.NodeSystemInfo {
 	info := corev1.NodeSystemInfo{ContainerRuntimeVersion: containerRuntime}
 	var lowest *utilversion.Version
+	// A member's nodes run a few versions: each is parsed once (parsing
+	// every node's was a third of a recompute).
+	compared := map[string]bool{}
 	for i, n := range nodes {
 		ni := n.Status.NodeInfo
 		if i == 0 {
@@ -272,6 +275,10 @@ func nodeInfo(nodes []*corev1.Node) corev1.NodeSystemInfo {
 				info.Architecture = ""
 			}
 		}
+		if compared[ni.KubeletVersion] {
+			continue
+		}
+		compared[ni.KubeletVersion] = true
 		v, err := utilversion.ParseGeneric(ni.KubeletVersion)
 		if err != nil {
 			continue
