@@ -170,7 +170,7 @@ func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, foreign []*PodUsage, is
 		for name, q := range u.Requests {
 			sub(total, name, q)
 		}
-		sub(total, corev1.ResourcePods, resource.MustParse("1"))
+		sub(total, corev1.ResourcePods, onePod)
 	}
 	for _, p := range pods {
 		if isSynced == nil || !isSynced(p) {
@@ -183,6 +183,10 @@ func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, foreign []*PodUsage, is
 	}
 	return gross, total
 }
+
+// onePod is what a pod takes of a node's pods, parsed once: aggregate
+// takes it for every pod of the member.
+var onePod = resource.MustParse("1")
 
 // PodUsage is what leaf accounting reads of a member pod: where it runs,
 // whether it has finished, and its effective requests.
