@@ -136,14 +136,22 @@ func (r *runtimes) startGatedLocked(spec *registration.Spec, rt *member.Runtime)
 
 // cancelSwapLocked abandons a reconnect in progress, if any.
 func (r *runtimes) cancelSwapLocked(cluster string) {
-	sw := r.swaps[cluster]
-	if sw == nil {
-		return
+	if r.abandonLocked(r.swaps, cluster) {
+		r.reg.reconnectAbandoned(cluster)
 	}
-	delete(r.swaps, cluster)
+}
+
+// abandonLocked cancels the cluster's runtime in m (a reconnect or a
+// take under way), if any, and stops it; r.mu must be held.
+func (r *runtimes) abandonLocked(m map[string]*swap, cluster string) bool {
+	sw := m[cluster]
+	if sw == nil {
+		return false
+	}
+	delete(m, cluster)
 	sw.cancel()
 	r.stopAsync(sw.rt)
-	r.reg.reconnectAbandoned(cluster)
+	return true
 }
 
 // promote makes a reconnected runtime the active one and stops the old.

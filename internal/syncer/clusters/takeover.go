@@ -86,15 +86,7 @@ func (r *runtimes) takeAndPublish(ctx context.Context, p *swap) {
 
 // cancelPendingLocked abandons a take under way and stops its runtime;
 // r.mu must be held.
-func (r *runtimes) cancelPendingLocked(cluster string) {
-	p := r.pending[cluster]
-	if p == nil {
-		return
-	}
-	delete(r.pending, cluster)
-	p.cancel()
-	r.stopAsync(p.rt)
-}
+func (r *runtimes) cancelPendingLocked(cluster string) { r.abandonLocked(r.pending, cluster) }
 
 // handOver stops what this replica runs for a member another replica
 // writes now: no cleanup hooks, and the member keeps this host's claim.
