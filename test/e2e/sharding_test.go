@@ -56,7 +56,10 @@ var shardTimings = harness.Timings{NodeMonitorPeriod: time.Second, NodeMonitorGr
 //     member pod is deleted; once resumed, it writes nothing (host or
 //     member) for a member it lost until it takes that member again, it
 //     comes back as a new incarnation and takes members again by
-//     rebalance (make before break: still no leaf leaves Ready).
+//     rebalance (make before break: still no leaf leaves Ready);
+//   - another replica SIGTERMed: it drains, the others take each of its
+//     members before it exits, and it exits cleanly; neither the
+//     rebalance nor the drain leaves a leaf Lease unrenewed for 8s.
 func TestSharding(t *testing.T) {
 	const replicas, registrations = 3, 12
 	memberNames := []string{"member-a", "member-b", "member-c"}
@@ -189,9 +192,11 @@ func TestSharding(t *testing.T) {
 	harness.Eventually(t, 2*time.Minute, "the rebalance done: each replica acts on what it is assigned", func() error {
 		return rebalanced(t, ls, replicas)
 	})
-	if owners, err := memberOwners(leases.latest(t), clusters); err == nil {
-		t.Logf("owners after the rebalance (%s after the resume): %v", time.Since(resumedAt).Round(time.Second), byReplica(owners))
+	owners, err := memberOwners(leases.latest(t), clusters)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Logf("owners after the rebalance (%s after the resume): %v", time.Since(resumedAt).Round(time.Second), byReplica(owners))
 	harness.Eventually(t, time.Minute, "leafsync_shard_members adds up to the registrations after the rebalance", func() error {
 		return shardMetricsAgree(t, ls, leases, clusters)
 	})
@@ -217,6 +222,34 @@ func TestSharding(t *testing.T) {
 	if handovers["rebalance"] == 0 {
 		t.Error("no rebalance handover counted, although the resumed replica took members from live ones")
 	}
+
+	// (5) SIGTERM another replica: it drains, and the others take each of
+	// its members before it exits (make before break; the leaf Lease
+	// gaps are checked below with those after the resume).
+	drained := busiest(withoutReplica(owners, paused))
+	handed := byReplica(owners)[drained]
+	drainAt := time.Now()
+	if err := ls[drained].Terminate(time.Minute); err != nil {
+		t.Errorf("%s did not stop cleanly on SIGTERM: %v", drained, err)
+	}
+	exitAt := time.Now()
+	t.Logf("%s drained %v and stopped %s after SIGTERM", drained, handed, exitAt.Sub(drainAt).Round(100*time.Millisecond))
+	delete(ls, drained)
+	harness.Eventually(t, 10*time.Second, "the drained replica's members held by the others", func() error {
+		o, err := memberOwners(leases.latest(t), clusters)
+		if err != nil {
+			return err
+		}
+		owners = o
+		return nil
+	})
+	for _, c := range handed {
+		h := holderChanges(leases.all(t), c)
+		if back := retakenAt(h, owners[c], drainAt); back.After(exitAt) {
+			t.Errorf("%s taken by %s at %s, after %s exited at %s: break before make", c, owners[c], back.Format(time.StampMilli), drained, exitAt.Format(time.StampMilli))
+		}
+	}
+
 	// Let the last writes reach the audit logs, and KCM look at every leaf.
 	time.Sleep(10 * time.Second)
 	end := time.Now()
@@ -268,10 +301,10 @@ func TestSharding(t *testing.T) {
 		if gap > leafLeaseDuration {
 			t.Errorf("leaf Lease of %s not renewed for %s", c, gap.Round(100*time.Millisecond))
 		}
-		// Make before break: the rebalance after the resume leaves no gap
-		// that KCM with the tests' usual 8s grace period would notice.
+		// Make before break: the rebalance after the resume and the drain
+		// leave no gap that KCM with the tests' usual 8s grace would see.
 		if after > harness.DefaultTestTimings.NodeMonitorGracePeriod {
-			t.Errorf("leaf Lease of %s not renewed for %s after the resume (rebalance)", c, after.Round(100*time.Millisecond))
+			t.Errorf("leaf Lease of %s not renewed for %s after the resume (rebalance, drain)", c, after.Round(100*time.Millisecond))
 		}
 	}
 }
@@ -528,6 +561,17 @@ func eachActs(owners map[string]string, replicas []string) error {
 		}
 	}
 	return nil
+}
+
+// withoutReplica is owners without the members of replica r.
+func withoutReplica(owners map[string]string, r string) map[string]string {
+	out := map[string]string{}
+	for c, o := range owners {
+		if o != r {
+			out[c] = o
+		}
+	}
+	return out
 }
 
 // busiest is the replica holding most members (the first by name on a tie).
