@@ -19,8 +19,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -107,10 +109,18 @@ func LogDir(t TB) string {
 		base = filepath.Join(root, "_output", "e2e-logs")
 	}
 	dir := filepath.Join(base, unsafeChars.ReplaceAllString(t.Name(), "_"))
+	if inUseByAnother(dir) {
+		// The same test runs in another process (another engineer's run):
+		// clearing its folder would delete its etcd data under it.
+		dir += fmt.Sprintf("-%d", os.Getpid())
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatalf("harness: clearing %s: %v", dir, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 	logDirs[t.Name()] = dir
@@ -124,6 +134,24 @@ func LogDir(t TB) string {
 		}
 	})
 	return dir
+}
+
+// ownerFile in a log folder holds the process id of the test process
+// using it.
+const ownerFile = ".owner-pid"
+
+// inUseByAnother reports whether a live process other than this one
+// wrote dir's owner file.
+func inUseByAnother(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid == os.Getpid() || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
 }
 
 func dumpLogTails(t TB, dir string, lines int) {
