@@ -19,6 +19,7 @@ import (
 
 	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
 )
 
@@ -77,7 +78,7 @@ them elsewhere, so those workloads then run twice.`,
 }
 
 func newUninstallCommand() *cobra.Command {
-	var kubeconfig, namespace, deployment string
+	var kubeconfig, namespace, deployment, ring string
 	var orphan bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -93,7 +94,8 @@ that races with nothing:
  2. leafsync's Deployment is scaled to zero and its pods are waited for, so
     that no replica recreates anything;
  3. what leafsync made for itself in its namespace is deleted: the
-    leader-election Lease and the state store's ConfigMaps.
+    leader-election Lease, the state store's ConfigMaps and, with --ring,
+    the shard and member Leases of sharded replicas of that ring.
 
 With members registered and no leafsync pod ready, it fails at once and
 deletes nothing. The Helm chart runs it as a pre-delete hook; helm then
@@ -105,13 +107,14 @@ records in etcd are not touched.`,
 			if err != nil {
 				return err
 			}
-			return uninstall(cmd.Context(), host, livePodsInMember(host), namespace, deployment, timeout, orphan, cmd.OutOrStdout())
+			return uninstall(cmd.Context(), host, livePodsInMember(host), namespace, deployment, ring, timeout, orphan, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "host cluster kubeconfig (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
 	f.StringVarP(&namespace, "namespace", "n", config.Default().Namespace, "leafsync's namespace")
 	f.StringVar(&deployment, "deployment", "", "leafsync's Deployment in that namespace; required")
+	f.StringVar(&ring, "ring", "", "the ring (sharding.ring) whose shard and member Leases to delete; none when empty")
 	f.BoolVar(&orphan, "orphan", false, "do not drain the leaves: leave the members' pods running in the members")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each step")
 	_ = cmd.MarkFlagRequired("deployment")
@@ -206,7 +209,7 @@ func deleteAndWait(ctx context.Context, host kubernetes.Interface, ns string, ta
 
 // uninstall: members deregistered, leafsync stopped, its own objects
 // deleted (see newUninstallCommand).
-func uninstall(ctx context.Context, host kubernetes.Interface, memberPods memberPodsFunc, ns, deployment string, timeout time.Duration, orphan bool, out io.Writer) error {
+func uninstall(ctx context.Context, host kubernetes.Interface, memberPods memberPodsFunc, ns, deployment, ring string, timeout time.Duration, orphan bool, out io.Writer) error {
 	dep, err := host.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("leafsync's Deployment %s/%s: %w", ns, deployment, err)
@@ -244,6 +247,10 @@ func uninstall(ctx context.Context, host kubernetes.Interface, memberPods member
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the leader-election Lease %s/%s: %w", ns, leaderElectionID, err)
 	}
+	shardLeases, err := deleteRingLeases(ctx, host, ns, ring)
+	if err != nil {
+		return err
+	}
 	cms, err := host.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: kubestore.LabelManagedBy + "=leafsync"})
 	if err != nil {
 		return err
@@ -253,6 +260,25 @@ func uninstall(ctx context.Context, host kubernetes.Interface, memberPods member
 			return fmt.Errorf("deleting ConfigMap %s/%s: %w", ns, cm.Name, err)
 		}
 	}
-	fmt.Fprintf(out, "leader-election Lease and %d state ConfigMap(s) deleted; leafsync left nothing of its own in the host\n", len(cms.Items))
+	fmt.Fprintf(out, "leader-election Lease, %d shard and member Lease(s) and %d state ConfigMap(s) deleted; leafsync left nothing of its own in the host\n", shardLeases, len(cms.Items))
 	return nil
+}
+
+// deleteRingLeases deletes the shard and member Leases of ring (none when
+// ring is empty) and returns how many there were. Only that ring's: a
+// namespace may hold two installations.
+func deleteRingLeases(ctx context.Context, host kubernetes.Interface, ns, ring string) (int, error) {
+	if ring == "" {
+		return 0, nil
+	}
+	leases, err := host.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: shard.LabelRing + "=" + ring})
+	if err != nil {
+		return 0, fmt.Errorf("listing the Leases of ring %q: %w", ring, err)
+	}
+	for _, l := range leases.Items {
+		if err := host.CoordinationV1().Leases(ns).Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("deleting Lease %s/%s: %w", ns, l.Name, err)
+		}
+	}
+	return len(leases.Items), nil
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/leafsync/leafsync/internal/syncer/registration"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 )
 
 func registrationFor(cluster string) *corev1.Secret {
@@ -100,7 +103,7 @@ func TestUninstallWithoutLeafsync(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "leafsync", Namespace: "ls"}}
 	host := fake.NewClientset(dep, registrationFor("a"))
 	var out bytes.Buffer
-	err := uninstall(context.Background(), host, noMemberPods, "ls", "leafsync", time.Minute, false, &out)
+	err := uninstall(context.Background(), host, noMemberPods, "ls", "leafsync", "", time.Minute, false, &out)
 	if err == nil || !strings.Contains(err.Error(), "no ready replica") || !strings.Contains(err.Error(), "nothing was deleted") || !strings.Contains(err.Error(), "--no-hooks") {
 		t.Fatalf("uninstall without a running leafsync: %v", err)
 	}
@@ -114,4 +117,37 @@ func TestUninstallWithoutLeafsync(t *testing.T) {
 func TestMain(m *testing.M) {
 	drainPoll, cleanupPoll = 10*time.Millisecond, 10*time.Millisecond
 	os.Exit(m.Run())
+}
+
+// TestDeleteRingLeases: uninstall deletes the shard and member Leases of
+// its own ring only; another installation's in the namespace stay, and
+// without a ring nothing is deleted.
+func TestDeleteRingLeases(t *testing.T) {
+	lease := func(name, ring string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ls", Labels: map[string]string{shard.LabelRing: ring}}}
+	}
+	host := fake.NewClientset(lease("leafsync-shard-a-0", "a"), lease("leafsync-member-m1", "a"), lease("leafsync-shard-b-0", "b"),
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leafsync-leader", Namespace: "ls"}})
+	names := func() []string {
+		l, err := host.CoordinationV1().Leases("ls").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range l.Items {
+			out = append(out, x.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if n, err := deleteRingLeases(context.Background(), host, "ls", ""); err != nil || n != 0 || len(names()) != 4 {
+		t.Fatalf("no ring: deleted %d (%v), left %v", n, err, names())
+	}
+	n, err := deleteRingLeases(context.Background(), host, "ls", "a")
+	if err != nil || n != 2 {
+		t.Fatalf("ring a: deleted %d, %v", n, err)
+	}
+	if got, want := names(), []string{"leafsync-leader", "leafsync-shard-b-0"}; !slices.Equal(got, want) {
+		t.Fatalf("left %v, want %v", got, want)
+	}
 }
