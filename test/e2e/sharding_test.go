@@ -159,13 +159,13 @@ func TestSharding(t *testing.T) {
 	for _, c := range lost {
 		h := holderChanges(leases.all(t), c)
 		for _, ch := range h {
-			if ch.at.After(pausedAt) && replicaOf(ch.incarnation) != paused {
+			if ch.at.After(pausedAt) && shard.ReplicaOf(ch.incarnation) != paused {
 				lossAt[c] = ch.at
 				break
 			}
 		}
 		took := lossAt[c].Sub(pausedAt)
-		t.Logf("%s held by %s %s after the pause", c, replicaOf(holderAt(h, lossAt[c])), took.Round(100*time.Millisecond))
+		t.Logf("%s held by %s %s after the pause", c, shard.ReplicaOf(holderAt(h, lossAt[c])), took.Round(100*time.Millisecond))
 		if took > leafLeaseDuration {
 			t.Errorf("%s taken %s after its replica was paused, beyond the leaf Lease's %s", c, took.Round(100*time.Millisecond), leafLeaseDuration)
 		}
@@ -487,20 +487,9 @@ func holderOf(l *coordinationv1.Lease) string {
 	return *l.Spec.HolderIdentity
 }
 
-// replicaOf is the replica name of an incarnation <replica>-<8 hex>.
-func replicaOf(incarnation string) string {
-	if i := strings.LastIndex(incarnation, "-"); i > 0 {
-		return incarnation[:i]
-	}
-	return incarnation
-}
-
-func shardLeaseName(replica string) string  { return "leafsync-shard-" + replica }
-func memberLeaseName(cluster string) string { return "leafsync-member-" + cluster }
-
 // shardHolder is the incarnation holding replica's shard Lease ("" none).
 func shardHolder(latest map[string]*coordinationv1.Lease, replica string) string {
-	if l, ok := latest[shardLeaseName(replica)]; ok {
+	if l, ok := latest[shard.ShardLeaseName(replica)]; ok {
 		return holderOf(l)
 	}
 	return ""
@@ -524,9 +513,9 @@ func memberOwners(latest map[string]*coordinationv1.Lease, clusters []string) (m
 	live := liveShards(latest)
 	out := map[string]string{}
 	for _, c := range clusters {
-		l, ok := latest[memberLeaseName(c)]
+		l, ok := latest[shard.MemberLeaseName(c)]
 		if !ok {
-			return nil, fmt.Errorf("no member Lease %s", memberLeaseName(c))
+			return nil, fmt.Errorf("no member Lease %s", shard.MemberLeaseName(c))
 		}
 		if l.Annotations[shard.AnnotationCluster] != c || l.Labels[shard.LabelLeaseKind] != "member" {
 			return nil, fmt.Errorf("member Lease %s: labels %v annotations %v", l.Name, l.Labels, l.Annotations)
@@ -535,7 +524,7 @@ func memberOwners(latest map[string]*coordinationv1.Lease, clusters []string) (m
 		if h == "" || !live[h] {
 			return nil, fmt.Errorf("member Lease of %s held by %q, live incarnations %v", c, h, live)
 		}
-		out[c] = replicaOf(h)
+		out[c] = shard.ReplicaOf(h)
 	}
 	return out, nil
 }
@@ -636,7 +625,7 @@ type holderChange struct {
 func holderChanges(all []leaseVersion, cluster string) []holderChange {
 	var out []holderChange
 	for _, v := range all {
-		if v.lease.Name != memberLeaseName(cluster) {
+		if v.lease.Name != shard.MemberLeaseName(cluster) {
 			continue
 		}
 		h := holderOf(v.lease)
@@ -668,7 +657,7 @@ func holderAt(h []holderChange, at time.Time) string {
 // the future if it did not).
 func retakenAt(h []holderChange, replica string, since time.Time) time.Time {
 	for _, ch := range h {
-		if ch.at.After(since) && replicaOf(ch.incarnation) == replica {
+		if ch.at.After(since) && shard.ReplicaOf(ch.incarnation) == replica {
 			return ch.at
 		}
 	}
@@ -777,7 +766,7 @@ func writerRuns(ws []memberWrite) []string {
 func writersFollowHolders(ws []memberWrite, h []holderChange) error {
 	var holders []string
 	for _, ch := range h {
-		if r := replicaOf(ch.incarnation); ch.incarnation != "" && (len(holders) == 0 || holders[len(holders)-1] != r) {
+		if r := shard.ReplicaOf(ch.incarnation); ch.incarnation != "" && (len(holders) == 0 || holders[len(holders)-1] != r) {
 			holders = append(holders, r)
 		}
 	}
