@@ -163,7 +163,7 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 		return s, err
 	}
 	if len(b.ls) > 1 {
-		if _, err := b.splitMembers(ctx, n, time.Now().Add(2*time.Minute)); err != nil {
+		if _, err := b.splitMembers(ctx, n, time.Now().Add(5*time.Minute)); err != nil {
 			return s, err
 		}
 	}

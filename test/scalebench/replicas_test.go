@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/test/harness"
 )
@@ -190,44 +192,41 @@ func memberHolders(ctx context.Context, host *harness.Cluster, n int) (map[strin
 	return out, nil
 }
 
-// splitMembers waits until every registration's member Lease is held and
-// every replica holds some: the members are split, not all on one.
+// splitMembers waits until every registration's member Lease is held by
+// the replica the assignment gives it (shard.Assign over the live
+// replicas, the default load bound: what every replica computes), and
+// returns how many each replica holds.
 func (b *bench) splitMembers(ctx context.Context, n int, deadline time.Time) (map[string]int, error) {
+	var regs, names []string
+	for i := range n {
+		regs = append(regs, regName(i))
+	}
+	for i := range b.ls {
+		names = append(names, b.ls.name(i))
+	}
+	want := shard.Assign(regs, names, config.Default().Sharding.LoadBound)
 	for {
 		holders, err := memberHolders(ctx, b.host, n)
 		if err != nil {
 			return nil, err
 		}
 		count := map[string]int{}
-		var unheld []string
+		var wrong []string
 		for c, r := range holders {
-			if r == "" {
-				unheld = append(unheld, c)
-				continue
-			}
 			count[r]++
-		}
-		var idle []string
-		for i := range b.ls {
-			if count[b.ls.name(i)] == 0 {
-				idle = append(idle, b.ls.name(i))
+			if r != want[c] {
+				wrong = append(wrong, fmt.Sprintf("%s held by %q, assigned to %s", c, r, want[c]))
 			}
 		}
-		if len(unheld) == 0 && len(idle) == 0 {
+		if len(wrong) == 0 {
 			return count, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("members not split across the replicas: %d member Leases not held (%v…), replicas holding none: %v (held: %v)", len(unheld), first(unheld), idle, count)
+			sort.Strings(wrong)
+			return nil, fmt.Errorf("%d of %d members not held by their assigned replica (%s…); held: %v", len(wrong), n, wrong[0], count)
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-func first(xs []string) string {
-	if len(xs) == 0 {
-		return ""
-	}
-	return xs[0]
 }
 
 // leafsyncEvents are the requests of leafsync's replicas to the host
