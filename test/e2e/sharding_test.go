@@ -24,6 +24,7 @@ import (
 
 	"github.com/leafsync/leafsync/internal/syncer/registration"
 	"github.com/leafsync/leafsync/internal/syncer/shard"
+	"github.com/leafsync/leafsync/internal/syncer/store/kubestore"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -43,15 +44,43 @@ const (
 // production; what the test proves is that the handover fits in 40s.
 var shardTimings = harness.Timings{NodeMonitorPeriod: time.Second, NodeMonitorGracePeriod: 50 * time.Second, NodeEvictionRate: 1}
 
+// shardAuditPolicy is the harness's default host audit policy (pods,
+// nodes, node Leases) and the writes to leafsync's state ConfigMaps, so
+// that the writers of a member's records are known too.
+const shardAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  resources:
+  - group: ""
+    resources: ["pods", "pods/status", "pods/eviction", "pods/binding", "nodes", "nodes/status"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  namespaces: ["kube-node-lease"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  namespaces: ["` + leafsyncNamespace + `"]
+  resources:
+  - group: ""
+    resources: ["configmaps"]
+- level: None
+`
+
 // TestSharding runs three active leafsync replicas (sharding on, one ring)
 // over twelve registrations of three kwok member clusters and a Deployment
 // on the leaves (docs/scaling.md, #33):
 //   - every leaf Ready, every member Lease held by a live replica's
 //     incarnation, each replica acting on at least one member;
-//   - the host's audit log: each leaf's Lease, Node and pods are written by
-//     one replica at a time; the writer changes only where the member
+//   - the audit logs: each leaf's Lease, Node and pods, the member's state
+//     ConfigMaps and its member pods are written by one replica at a time; the writer changes only where the member
 //     Lease's holder changed, and at most once per such change;
-//   - one replica SIGSTOPped for 60s: its members are held by the others
+//   - one replica SIGSTOPped for 60s, in the middle of a failure streak of
+//     one of its members (records to write): its members are held by the others
 //     within the leaf Lease's duration (40s), no leaf leaves Ready, no
 //     member pod is deleted; once resumed, it writes nothing (host or
 //     member) for a member it lost until it takes that member again, it
@@ -67,7 +96,7 @@ func TestSharding(t *testing.T) {
 	for _, m := range memberNames {
 		opts = append(opts, harness.MemberOptions{Name: m, Nodes: 2, Audit: true})
 	}
-	f := newFleet(t, harness.HostOptions{Timings: shardTimings}, opts...)
+	f := newFleet(t, harness.HostOptions{Timings: shardTimings, AuditPolicy: shardAuditPolicy}, opts...)
 	ctx := context.Background()
 	for _, m := range f.members {
 		if err := m.LiftNotReadyTaints(ctx); err != nil {
@@ -107,8 +136,10 @@ func TestSharding(t *testing.T) {
 	for _, l := range leaves {
 		nodes[l] = recordNode(t, f.host, l)
 	}
+	memberOf := map[string]string{}
 	for i, c := range clusters {
-		f.registerAs(t, c, memberNames[i%len(memberNames)])
+		memberOf[c] = memberNames[i%len(memberNames)]
+		f.registerAs(t, c, memberOf[c])
 	}
 	start := time.Now()
 	for _, l := range leaves {
@@ -138,11 +169,35 @@ func TestSharding(t *testing.T) {
 	paused := busiest(owners)
 	lost := byReplica(owners)[paused]
 	oldIncarnation := shardHolder(leases.latest(t), paused)
-	t.Logf("pausing %s (incarnation %s), which holds %v", paused, oldIncarnation, lost)
+	// It has records to write when it resumes: a failure streak in
+	// progress on one of its members (its member API server cut until
+	// just after the pause), whose checkpoints the fence must refuse.
+	flapped := lost[0]
+	records := func() string {
+		cm, err := f.host.Client().CoreV1().ConfigMaps(leafsyncNamespace).Get(ctx, kubestore.DefaultPrefix+flapped, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return cm.ResourceVersion
+	}
+	before := records()
+	proxy := f.members[memberOf[flapped]].proxy
+	proxy.Cut()
+	harness.Eventually(t, 30*time.Second, "the failure streak of "+flapped+" in its records", func() error {
+		if records() == before {
+			return errNotYet
+		}
+		return nil
+	})
+	t.Logf("pausing %s (incarnation %s), which holds %v, %s failing", paused, oldIncarnation, lost, flapped)
 	if err := ls[paused].Pause(); err != nil {
 		t.Fatal(err)
 	}
 	pausedAt := time.Now()
+	time.Sleep(2 * time.Second)
+	if err := proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
 	harness.Eventually(t, 2*time.Minute, "the paused replica's members held by the others", func() error {
 		o, err := memberOwners(leases.latest(t), clusters)
 		if err != nil {
@@ -286,12 +341,25 @@ func TestSharding(t *testing.T) {
 		if err := writersFollowHolders(ws, h); err != nil {
 			t.Errorf("%s: %v", c, err)
 		}
+		if c == flapped {
+			// The records moved with the member: its new writer wrote them.
+			n := 0
+			for _, w := range ws {
+				if strings.HasPrefix(w.what, "state ") && w.replica != paused && w.at.After(lossAt[c]) && w.code < 300 {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("no write of %s's records by its new writer after the failover", c)
+			}
+		}
 		if at, ok := lossAt[c]; ok {
 			back := retakenAt(h, paused, at)
 			for _, w := range ws {
 				if w.replica == paused && w.at.After(at) && w.at.Before(back) {
-					t.Errorf("fence: %s, paused and no longer %s's writer since %s, wrote %s at %s (code %d)",
-						paused, c, at.Format(time.StampMilli), w.what, w.at.Format(time.StampMilli), w.code)
+					t.Errorf("fence: %s, paused and no longer %s's writer since %s, wrote %s at %s (code %d); resumed %s, took it again %s",
+						paused, c, at.Format(time.StampMilli), w.what, w.at.Format(time.StampMilli), w.code,
+						resumedAt.Format(time.StampMilli), back.Format(time.StampMilli))
 				}
 			}
 		}
@@ -669,7 +737,7 @@ func retakenAt(h []holderChange, replica string, since time.Time) time.Time {
 type memberWrite struct {
 	at      time.Time
 	replica string
-	what    string // "lease", "node", "host pod <name>", "member pod <name>"
+	what    string // "lease", "node", "host pod <name>", "state <ConfigMap>", "member pod <name>"
 	code    int
 }
 
@@ -680,7 +748,8 @@ var (
 
 // replicaWrites returns, by cluster, leafsync's writes between from and
 // to: to the leaf's Lease, its Node (and status), the host pods on it
-// (podLeaf: host pod name → leaf) and the member's pods. A leafsync write
+// (podLeaf: host pod name → leaf), its state ConfigMaps (when the host's
+// audit policy records them) and the member's pods. A leafsync write
 // whose user agent names no replica fails the test: the writers could
 // not be told apart.
 func replicaWrites(t *testing.T, f *fleet, members []string, podLeaf map[string]string, from, to time.Time) map[string][]memberWrite {
@@ -716,6 +785,10 @@ func replicaWrites(t *testing.T, f *fleet, members []string, podLeaf map[string]
 			leaf, what = e.ObjectRef.Name, "node"
 		case e.ObjectRef.Resource == "pods" && podLeaf[e.ObjectRef.Name] != "":
 			leaf, what = podLeaf[e.ObjectRef.Name], "host pod "+e.ObjectRef.Name
+		case e.ObjectRef.Resource == "configmaps" && strings.HasPrefix(e.ObjectRef.Name, kubestore.DefaultPrefix):
+			// leafsync-state-<cluster>[.ledger-<i>]: the member's records.
+			c, _, _ := strings.Cut(strings.TrimPrefix(e.ObjectRef.Name, kubestore.DefaultPrefix), ".")
+			leaf, what = "leaf-"+c, "state "+e.ObjectRef.Name
 		default:
 			continue
 		}
