@@ -47,29 +47,13 @@ var shardTimings = harness.Timings{NodeMonitorPeriod: time.Second, NodeMonitorGr
 // shardAuditPolicy is the harness's default host audit policy (pods,
 // nodes, node Leases) and the writes to leafsync's state ConfigMaps, so
 // that the writers of a member's records are known too.
-const shardAuditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  verbs: ["create", "update", "patch", "delete", "deletecollection"]
-  resources:
-  - group: ""
-    resources: ["pods", "pods/status", "pods/eviction", "pods/binding", "nodes", "nodes/status"]
-- level: Metadata
-  verbs: ["create", "update", "patch", "delete"]
-  namespaces: ["kube-node-lease"]
-  resources:
-  - group: "coordination.k8s.io"
-    resources: ["leases"]
-- level: Metadata
+var shardAuditPolicy = harness.AuditPolicyWith(`- level: Metadata
   verbs: ["create", "update", "patch", "delete"]
   namespaces: ["` + leafsyncNamespace + `"]
   resources:
   - group: ""
     resources: ["configmaps"]
-- level: None
-`
+`)
 
 // TestSharding runs three active leafsync replicas (sharding on, one ring)
 // over twelve registrations of three kwok member clusters and a Deployment

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,12 @@ rules:
     resources: ["leases"]
 - level: None
 `
+
+// AuditPolicyWith is the default audit policy with more rules (YAML list
+// items) before its final catch-all "- level: None".
+func AuditPolicyWith(rules string) string {
+	return strings.Replace(auditPolicy, "- level: None\n", rules+"- level: None\n", 1)
+}
 
 // AuditEvent is the part of a kube-apiserver audit event the tests read.
 type AuditEvent struct {
