@@ -231,8 +231,22 @@ func (k *Keeper) resolve(ctx context.Context, cluster string, conflict bool) err
 	// was fenced then, and is older than what the other wrote: the
 	// records replace it (a merge would keep this one's engine snapshot).
 	overtaken := k.owners != nil && !conflict && e.known && (notWriter != nil || e.actedIn != term) && newerTerm(recs, e.actedIn)
+	// Sharded: another replica held the member between this one's last
+	// term and this one (a take is one term up: more than one means a
+	// writer in between), whether it wrote records or not. What this one
+	// did not write is older than what that one knew.
+	heldBetween := k.owners != nil && !conflict && notWriter == nil && e.known && e.actedIn != 0 && term > e.actedIn+1
+	overtaken = overtaken || (heldBetween && len(recs) > 0)
 	if k.owners != nil && notWriter == nil {
 		e.actedIn = term // read as the member's writer in this term
+	}
+	if heldBetween && len(recs) == 0 {
+		if e.dirty {
+			k.log.Info("another replica wrote this member since and saved nothing; dropping the changes this one did not write", "cluster", cluster, "term", term)
+		}
+		e.mem, e.objs = newState(), map[string]object{}
+		e.ledger++
+		return nil
 	}
 	if e.known && len(recs) == 0 {
 		// Every record is gone (deleted by hand: no writer of an older

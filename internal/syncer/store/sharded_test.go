@@ -236,3 +236,32 @@ func TestShardedKeeperWritesAMemberWithoutRecordsInANewTerm(t *testing.T) {
 	}
 	wantRecord(t, m, "x", 2, "one", "[p0]")
 }
+
+// A member another replica held in between, and did not write (nothing to
+// save), comes back to a replica with changes it never wrote: they are
+// older than what the other replica knew, so the member starts afresh
+// instead of being rebuilt from them as if its records had been deleted
+// by hand (TestSharding: a paused replica restored a Suspect state from
+// before its pause on taking its member back).
+func TestShardedKeeperDropsUnwrittenChangesOfAMemberHeldByAnotherInBetween(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	r := storetest.NewRing()
+	r.Take("x", "one")
+	one, _ := startKeeper(t, m, store.KeeperOptions{Owners: r.Owners("one")})
+	if err := one.Load(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	r.Take("x", "two", "one") // two writes x now, and writes nothing
+	storetest.Update(one, "x", func(st *storetest.State) {
+		st.Deletes, st.Hysteresis = []deletes.PendingDelete{owed("stale")}, []byte(`{"by":"one, before two"}`)
+	})
+	r.Take("x", "one", "two") // x comes back to one
+	if err := one.Load(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := storetest.Memory(one, "x"); len(got.Deletes) != 0 || len(got.Hysteresis) != 0 {
+		t.Errorf("one's memory of x after two held it: deletes %v, snapshot %s; want nothing (its unwritten changes predate two's term)",
+			sortedNames(got.Deletes), got.Hysteresis)
+	}
+}
