@@ -5,6 +5,7 @@ package scalebench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,7 +155,7 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 	for leaf, at := range created {
 		ready, err := b.w.waitReady(leaf, deadline)
 		if err != nil {
-			return s, err
+			return s, errors.Join(err, b.ls.exited())
 		}
 		took = append(took, ready.Sub(at).Seconds())
 	}
