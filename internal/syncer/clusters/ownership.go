@@ -25,7 +25,8 @@ import (
 //	                            state and publishes it (runtimes.takeOver)
 //	Acting ───────────────────> the registration lifecycle as unsharded:
 //	                            finalizer, status, Events, cleanup
-//	was Acting, a newer holder ─> the runtime stops (MemberRemoved: the
+//	was Acting, a newer holder,
+//	or another asks for it ───> the runtime stops (MemberRemoved: the
 //	                            leaf and its pods are left to the new
 //	                            holder; nothing is cleaned up)
 type Ownership interface {
@@ -34,7 +35,9 @@ type Ownership interface {
 	// Acting: this replica is the member's writer now.
 	Acting(cluster string) bool
 	// Take makes this replica the member's writer if the sharding rules
-	// allow it now; it reports whether it is the writer afterwards.
+	// allow it now (from a live holder: asks it, and is the writer on a
+	// later try once the holder passed it over); it reports whether it is
+	// the writer afterwards.
 	Take(ctx context.Context, cluster string) (bool, error)
 	// Release gives a deregistered member up.
 	Release(ctx context.Context, cluster string) error

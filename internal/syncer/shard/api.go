@@ -32,6 +32,10 @@ const (
 	// AnnotationDraining on a shard Lease: the replica is stopping and
 	// hands its members over (make before break); it is assigned nothing.
 	AnnotationDraining = "leafsync.io/draining"
+	// AnnotationHandoverTo on a member Lease names the incarnation that
+	// asks its holder for the member (a rebalance): the holder stops acting
+	// on it and passes the Lease over.
+	AnnotationHandoverTo = "leafsync.io/handover-to"
 )
 
 // ErrNotOwner: this replica incarnation is not the member's writer.
@@ -97,8 +101,11 @@ type Sharder struct {
 	// inputs of the assignment as last computed (sorted).
 	inputs struct{ members, replicas []string }
 	last   map[string]memberState
-	live   int
-	taken  map[Reason]uint64
+	// requested: the members this replica asked their holder for, with
+	// the incarnation that asked (a pass to it counts as a rebalance).
+	requested map[string]string
+	live      int
+	taken     map[Reason]uint64
 	// changed is closed and replaced whenever the view is recomputed.
 	changed chan struct{}
 }
@@ -111,7 +118,7 @@ func New(o Options) (*Sharder, error) {
 	s := &Sharder{
 		opts: o, clock: o.Clock, kick: make(chan struct{}, 1),
 		former: map[string]bool{}, replicas: map[string]replicaObs{}, members: map[string]memberObs{},
-		assigned: map[string]string{}, last: map[string]memberState{}, taken: map[Reason]uint64{},
+		assigned: map[string]string{}, requested: map[string]string{}, last: map[string]memberState{}, taken: map[Reason]uint64{},
 		changed: make(chan struct{}),
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
@@ -121,7 +128,7 @@ func New(o Options) (*Sharder, error) {
 	if _, err := s.factory.Coordination().V1().Leases().Informer().AddEventHandler(s.leaseHandler()); err != nil {
 		return nil, err
 	}
-	s.queue = runner.New[string](runner.Func[string](s.recompute), runner.Options[string]{
+	s.queue = runner.New[string](runner.Func[string](s.reconcile), runner.Options[string]{
 		Name: "shard", Workers: 1, Clock: o.Clock, Logger: o.Logger})
 	s.metrics = metrics.NewShardCollector(s.metricsState)
 	return s, nil
@@ -185,7 +192,8 @@ func (s *Sharder) Assigned(cluster string) bool {
 }
 
 // Acting reports whether this replica may act on cluster now: it holds its
-// shard Lease and the member Lease (as cached) names its incarnation.
+// shard Lease and the member Lease (as cached) names its incarnation and
+// no other incarnation asks for it.
 func (s *Sharder) Acting(cluster string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -205,8 +213,9 @@ func (s *Sharder) Holder(cluster string) (h Holder, ok bool) {
 }
 
 // Take makes this incarnation the member's writer, if Decide allows it
-// (compare-and-swap on the member Lease; the term goes up by one). It
-// reports whether this replica is the writer afterwards.
+// (compare-and-swap on the member Lease; the term goes up by one); from a
+// live holder it asks instead, and a later Take finds the member passed
+// over. It reports whether this replica is the writer afterwards.
 func (s *Sharder) Take(ctx context.Context, cluster string) (bool, error) {
 	return s.take(ctx, cluster)
 }

@@ -40,6 +40,14 @@ type Situation struct {
 	// HolderSeen is when this replica first saw Holder on the member's
 	// Lease.
 	HolderSeen time.Time
+	// HandoverTo is the incarnation the member Lease's handover-to
+	// annotation names ("" none): it asked the holder for the member.
+	HandoverTo string
+	// HandoverSeen is when this replica first saw that request.
+	HandoverSeen time.Time
+	// HandoverToAlive: HandoverTo holds a shard Lease this replica has
+	// seen renewing (as HolderAlive).
+	HandoverToAlive bool
 }
 
 // Decision is what a replica does about a member.
@@ -50,13 +58,18 @@ type Decision struct {
 	// swap), for Reason.
 	Take   bool
 	Reason Reason
+	// Request: ask the live holder to pass the member over (write this
+	// incarnation into the handover-to annotation, compare and swap).
+	Request bool
 }
 
 // Decide is the rule of when a replica may take a member: only while it
 // holds its shard Lease and the assignment gives it the member, and then
 // when the member has no writer (new), when the writer is live
-// (rebalance: the caller takes only once its runtime for the member has
-// synced, so the member is served throughout), or when the writer is dead
+// (rebalance: the caller asks only once its runtime for the member has
+// synced; the holder stops and passes the member over, Answer; a holder
+// that has not answered within LeaseDuration of the request is taken
+// from), or when the writer is dead
 // (failover): a former incarnation of this replica, or one whose shard
 // Lease this replica has not seen renewed within the Lease's duration,
 // counted from when it first saw that writer on the member's Lease, so
@@ -66,6 +79,8 @@ func Decide(s Situation) Decision {
 	switch {
 	case !s.Held || s.Me == "":
 		return Decision{}
+	case s.Holder == s.Me && s.HandoverTo != "" && s.HandoverTo != s.Me:
+		return Decision{} // being passed over: no longer this replica's
 	case s.Holder == s.Me:
 		return Decision{Mine: true}
 	case !s.Assigned:
@@ -74,10 +89,43 @@ func Decide(s Situation) Decision {
 		return Decision{Take: true, Reason: ReasonNew}
 	case s.HolderFormerMine:
 		return Decision{Take: true, Reason: ReasonFailover}
-	case s.HolderAlive:
+	case s.HolderAlive && s.HandoverTo != s.Me:
+		return Decision{Request: true}
+	case s.HolderAlive && s.Now.Sub(s.HandoverSeen) >= s.LeaseDuration:
 		return Decision{Take: true, Reason: ReasonRebalance}
+	case s.HolderAlive:
+		return Decision{} // asked; waiting for the holder
 	case s.Now.Sub(s.HolderSeen) >= s.LeaseDuration:
 		return Decision{Take: true, Reason: ReasonFailover}
 	}
 	return Decision{}
+}
+
+// Answer is what a member's holder does about a handover request.
+type Answer int
+
+// Answers to a handover request.
+const (
+	// AnswerNone: no request to this replica's incarnation, or it does
+	// not hold its shard Lease (its view is not trusted).
+	AnswerNone Answer = iota
+	// AnswerPass: write the asker as holder (term +1) and drop the
+	// request; this replica acts on the member no longer from the moment
+	// it saw the request.
+	AnswerPass
+	// AnswerRefuse: the asker is not live in this view: drop the request
+	// and keep the member.
+	AnswerRefuse
+)
+
+// AnswerRequest is the holder's side of a rebalance: a request from a live
+// incarnation is passed over, one from an incarnation not live is refused.
+func AnswerRequest(s Situation) Answer {
+	switch {
+	case !s.Held || s.Me == "" || s.Holder != s.Me || s.HandoverTo == "" || s.HandoverTo == s.Me:
+		return AnswerNone
+	case s.HandoverToAlive:
+		return AnswerPass
+	}
+	return AnswerRefuse
 }

@@ -16,7 +16,18 @@ func TestDecide(t *testing.T) {
 		{"(a) no writer", func(s *Situation) {}, Decision{Take: true, Reason: ReasonNew}},
 		{"(b) already mine", func(s *Situation) { s.Holder = s.Me }, Decision{Mine: true}},
 		{"(b) mine though no longer assigned: served until taken", func(s *Situation) { s.Holder, s.Assigned = s.Me, false }, Decision{Mine: true}},
-		{"(c) live writer: make before break", func(s *Situation) { s.Holder, s.HolderAlive = "b-00000002", true }, Decision{Take: true, Reason: ReasonRebalance}},
+		{"(c) live writer: ask it", func(s *Situation) { s.Holder, s.HolderAlive = "b-00000002", true }, Decision{Request: true}},
+		{"(c) live writer asked by another: ask it", func(s *Situation) {
+			s.Holder, s.HolderAlive, s.HandoverTo, s.HandoverSeen = "b-00000002", true, "c-00000003", now.Add(-time.Hour)
+		}, Decision{Request: true}},
+		{"(c) asked it just now: wait", func(s *Situation) {
+			s.Holder, s.HolderAlive, s.HandoverTo, s.HandoverSeen = "b-00000002", true, s.Me, now.Add(-14*time.Second)
+		}, Decision{}},
+		{"(c) asked it LeaseDuration ago, no answer: take", func(s *Situation) {
+			s.Holder, s.HolderAlive, s.HandoverTo, s.HandoverSeen = "b-00000002", true, s.Me, now.Add(-15*time.Second)
+		}, Decision{Take: true, Reason: ReasonRebalance}},
+		{"(d) asked a writer that died: failover", func(s *Situation) { s.Holder, s.HandoverTo = "b-00000002", s.Me }, Decision{Take: true, Reason: ReasonFailover}},
+		{"(b) mine but asked for: not mine to serve", func(s *Situation) { s.Holder, s.HandoverTo = s.Me, "b-00000002" }, Decision{}},
 		{"(d) writer expired long ago", func(s *Situation) { s.Holder = "b-00000002" }, Decision{Take: true, Reason: ReasonFailover}},
 		{"(d) unknown writer seen just now: live for a while", func(s *Situation) { s.Holder, s.HolderSeen = "b-00000002", now }, Decision{}},
 		{"(d) unknown writer, grace not over", func(s *Situation) { s.Holder, s.HolderSeen = "b-00000002", now.Add(-14*time.Second) }, Decision{}},
@@ -34,6 +45,29 @@ func TestDecide(t *testing.T) {
 			tc.edit(&s)
 			if got := Decide(s); got != tc.want {
 				t.Fatalf("Decide(%+v) = %+v, want %+v", s, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAnswerRequest(t *testing.T) {
+	base := Situation{Held: true, Me: "a-00000001", Holder: "a-00000001", HandoverTo: "b-00000002", HandoverToAlive: true}
+	for _, tc := range []struct {
+		name string
+		edit func(*Situation)
+		want Answer
+	}{
+		{"a live asker: pass", func(s *Situation) {}, AnswerPass},
+		{"an asker not live: refuse", func(s *Situation) { s.HandoverToAlive = false }, AnswerRefuse},
+		{"no request", func(s *Situation) { s.HandoverTo = "" }, AnswerNone},
+		{"not the holder", func(s *Situation) { s.Holder = "c-00000003" }, AnswerNone},
+		{"not held: the view is not trusted", func(s *Situation) { s.Held = false }, AnswerNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.edit(&s)
+			if got := AnswerRequest(s); got != tc.want {
+				t.Fatalf("AnswerRequest(%+v) = %v, want %v", s, got, tc.want)
 			}
 		})
 	}

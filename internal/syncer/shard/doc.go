@@ -13,10 +13,13 @@
 // (paused, cut off) stops acting at once and comes back as a new
 // incarnation, which owns nothing until it takes members again.
 //
-// Taking a member is make-before-break: the new owner starts the member's
-// runtime first and takes the member Lease when its caches are synced; the
-// former owner sees the new holder and stops. Decide is the pure rule of
-// when a replica may take a member.
+// Taking a member from a live owner is make-before-break and one writer
+// at a time: the new owner starts the member's runtime first and, when its
+// caches are synced, asks for the member (AnnotationHandoverTo on the
+// member Lease); the owner stops acting on it as soon as it sees the
+// request and passes the Lease over; the new owner acts once it sees
+// itself as holder. Decide is the pure rule of when a replica may take or
+// ask for a member, AnswerRequest the owner's side.
 //
 // # Objects (leafsync's namespace, labelled leafsync.io/shard-ring=<ring>)
 //
@@ -25,6 +28,7 @@
 //	                           leafsync.io/draining: "true" while it drains
 //	leafsync-member-<cluster>  holder: the writer's incarnation;
 //	                           leaseTransitions: the writer term (+1 a take);
+//	                           leafsync.io/handover-to: an asker (rebalance);
 //	                           not renewed (liveness is the shard Lease's)
 //
 // # Liveness, on one clock
@@ -61,7 +65,12 @@
 //
 //	(a) new        the member Lease is absent or names no holder;
 //	(c) rebalance  the holder is live: the taker's runtime has synced
-//	               first, the holder stops when it sees the take;
+//	               first; it asks (handover-to: its incarnation); the
+//	               holder stops acting when it sees the request and
+//	               passes the Lease over (holder, term +1), or refuses an
+//	               asker not live in its view; a holder that has not
+//	               answered within LeaseDuration of the request is taken
+//	               from by compare and swap;
 //	(d) failover   the holder's shard Lease is not live in this view (or
 //	               the holder is a former incarnation of this replica),
 //	               and this replica first saw that holder on the member

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,21 +39,18 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	if cur != nil {
 		s.observeMember(cur, now)
 	}
-	sit := Situation{Now: now, LeaseDuration: s.opts.LeaseDuration, Held: !s.stopped && s.heldLocked(), Me: s.inc,
-		Assigned: s.assignedLocked(cluster), HolderSeen: now}
-	if cur != nil {
-		sit.Holder = ptr.Deref(cur.Spec.HolderIdentity, "")
-		sit.HolderFormerMine = s.former[sit.Holder]
-		sit.HolderAlive = s.aliveLocked(sit.Holder, now)
-		if o := s.members[cluster]; o.holder == sit.Holder {
-			sit.HolderSeen = o.since
-		}
-	}
+	sit := s.situationLocked(cluster, cur, now)
 	s.mu.Unlock()
 
 	d := Decide(sit)
+	if d.Request {
+		return false, s.request(ctx, cluster, cur, sit)
+	}
 	if !d.Take {
 		return d.Mine, nil
+	}
+	if sit.HandoverTo == sit.Me && d.Reason == ReasonRebalance {
+		s.opts.Logger.Info("the holder did not pass the member over within the Lease's duration of the request: taking it", "cluster", cluster, "holder", sit.Holder)
 	}
 	if d.Reason == ReasonFailover && !sit.HolderFormerMine {
 		// A failover trusts this replica's view that the holder stopped
@@ -73,14 +71,26 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	}
 	l.Labels = mergeMaps(l.Labels, map[string]string{LabelRing: s.opts.Ring, LabelLeaseKind: kindMember})
 	l.Annotations = mergeMaps(l.Annotations, map[string]string{AnnotationCluster: cluster})
+	delete(l.Annotations, AnnotationHandoverTo)
 	l.Spec.HolderIdentity = ptr.To(sit.Me)
 	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(now))
 	l.Spec.RenewTime = l.Spec.AcquireTime
+	// A take is counted by its reason below, not as a pass on request
+	// when the informer shows this write first.
+	s.mu.Lock()
+	asked, wasAsked := s.requested[cluster]
+	delete(s.requested, cluster)
+	s.mu.Unlock()
 	if cur == nil {
 		l, err = s.leases().Create(ctx, l, metav1.CreateOptions{})
 	} else {
 		l, err = s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil && wasAsked {
+		s.mu.Lock()
+		s.requested[cluster] = asked
+		s.mu.Unlock()
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// Another replica wrote first: its write is what the view will
@@ -97,6 +107,101 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	s.opts.Logger.Info("member taken", "cluster", cluster, "reason", d.Reason, "from", sit.Holder, "term", ptr.Deref(l.Spec.LeaseTransitions, 0))
 	s.recomputeSoon()
 	return true, nil
+}
+
+// situationLocked is what Decide and AnswerRequest look at for a member
+// whose Lease reads cur (nil: none); s.mu must be held.
+func (s *Sharder) situationLocked(cluster string, cur *coordinationv1.Lease, now time.Time) Situation {
+	sit := Situation{Now: now, LeaseDuration: s.opts.LeaseDuration, Held: !s.stopped && s.heldLocked(), Me: s.inc,
+		Assigned: s.assignedLocked(cluster), HolderSeen: now, HandoverSeen: now}
+	if cur == nil {
+		return sit
+	}
+	o := s.members[cluster]
+	sit.Holder = ptr.Deref(cur.Spec.HolderIdentity, "")
+	sit.HolderFormerMine = s.former[sit.Holder]
+	sit.HolderAlive = s.aliveLocked(sit.Holder, now)
+	if o.holder == sit.Holder {
+		sit.HolderSeen = o.since
+	}
+	sit.HandoverTo = cur.Annotations[AnnotationHandoverTo]
+	sit.HandoverToAlive = s.aliveLocked(sit.HandoverTo, now)
+	if o.holder == sit.Holder && o.handoverTo == sit.HandoverTo {
+		sit.HandoverSeen = o.asked
+	}
+	return sit
+}
+
+// request asks the member's live holder to pass the member over: this
+// incarnation in the handover-to annotation, the holder unchanged
+// (compare and swap on the version read; a conflict is looked at again
+// on the next try).
+func (s *Sharder) request(ctx context.Context, cluster string, cur *coordinationv1.Lease, sit Situation) error {
+	l := cur.DeepCopy()
+	l.Annotations = mergeMaps(l.Annotations, map[string]string{AnnotationHandoverTo: sit.Me})
+	got, err := s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shard: asking the holder of %s for it: %w", cluster, err)
+	}
+	s.mu.Lock()
+	s.requested[cluster] = sit.Me
+	s.observeMember(got, sit.Now)
+	s.mu.Unlock()
+	s.opts.Logger.Info("asked the member's holder to pass it over", "cluster", cluster, "holder", sit.Holder)
+	return nil
+}
+
+// answer is the holder's side of a handover request (AnswerRequest), on
+// a fresh read of the member Lease: pass the member over to a live asker
+// (holder, term +1, acquire time, the request dropped, compare and swap),
+// or drop the request of one not live in this view and keep the member.
+// This replica stopped acting on the member when it saw the request.
+func (s *Sharder) answer(ctx context.Context, cluster string) error {
+	cur, err := s.leases().Get(ctx, MemberLeaseName(cluster), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shard: reading the member Lease of %s: %w", cluster, err)
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.observeMember(cur, now)
+	sit := s.situationLocked(cluster, cur, now)
+	s.mu.Unlock()
+	a := AnswerRequest(sit)
+	if a == AnswerNone {
+		return nil
+	}
+	l := cur.DeepCopy()
+	delete(l.Annotations, AnnotationHandoverTo)
+	if a == AnswerPass {
+		l.Spec.HolderIdentity = ptr.To(sit.HandoverTo)
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(now))
+		l.Spec.RenewTime = l.Spec.AcquireTime
+	}
+	got, err := s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		s.recomputeSoon() // the newer version's event looks again
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shard: answering the request for %s: %w", cluster, err)
+	}
+	s.mu.Lock()
+	s.observeMember(got, now)
+	s.mu.Unlock()
+	if a == AnswerPass {
+		s.opts.Logger.Info("member passed over on request", "cluster", cluster, "to", sit.HandoverTo, "term", ptr.Deref(got.Spec.LeaseTransitions, 0))
+	} else {
+		s.opts.Logger.Info("handover request from an incarnation not live in this view refused: keeping the member", "cluster", cluster, "from", sit.HandoverTo)
+	}
+	s.recomputeSoon()
+	return nil
 }
 
 // refreshReplica reads the shard Lease of an incarnation's replica afresh
@@ -184,7 +289,7 @@ func (s *Sharder) drain(ctx context.Context) error {
 		s.mu.RLock()
 		holding := 0
 		for m := range s.members {
-			if s.actingLocked(m) {
+			if s.holdsLocked(m) {
 				holding++
 			}
 		}

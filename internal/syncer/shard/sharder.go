@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -70,8 +71,18 @@ func (s *Sharder) assignedLocked(cluster string) bool {
 	return !s.draining && s.assigned[cluster] == s.opts.Replica
 }
 
-func (s *Sharder) actingLocked(cluster string) bool {
+// holdsLocked: the member Lease names this incarnation, held now.
+func (s *Sharder) holdsLocked(cluster string) bool {
 	return !s.stopped && s.heldLocked() && s.members[cluster].holder == s.inc
+}
+
+// actingLocked: this incarnation holds the member and no other has asked
+// for it: from the moment the request is seen the holder writes nothing
+// more for the member, before it passes the Lease over (one writer at a
+// time: the asker acts only once it sees itself as holder).
+func (s *Sharder) actingLocked(cluster string) bool {
+	o := s.members[cluster]
+	return s.holdsLocked(cluster) && (o.handoverTo == "" || o.handoverTo == s.inc)
 }
 
 // aliveLocked: the incarnation holds a shard Lease seen renewing.
@@ -140,6 +151,12 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 		}
 	}
 	s.last = states
+	var asked []string
+	for m := range s.members {
+		if s.askedLocked(m) {
+			asked = append(asked, m)
+		}
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -148,7 +165,29 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 		slices.Sort(changed)
 		s.opts.OnChange(changed)
 	}
+	for _, m := range asked {
+		s.queue.Add(answerKeyPrefix + m)
+	}
 	return runner.Result{}, nil
+}
+
+// answerKeyPrefix queues the answer to a handover request for a member.
+const answerKeyPrefix = "answer/"
+
+// reconcile is the runner's one reconciler: the answer to a member's
+// handover request, or the recomputation of the assignment.
+func (s *Sharder) reconcile(ctx context.Context, key string) (runner.Result, error) {
+	if cluster, ok := strings.CutPrefix(key, answerKeyPrefix); ok {
+		return runner.Result{}, s.answer(ctx, cluster)
+	}
+	return s.recompute(ctx, key)
+}
+
+// askedLocked: another incarnation asks this one, its holder, for the
+// member.
+func (s *Sharder) askedLocked(cluster string) bool {
+	o := s.members[cluster]
+	return s.holdsLocked(cluster) && o.handoverTo != "" && o.handoverTo != s.inc
 }
 
 // recomputeSoon queues a recomputation; many coalesce into one.

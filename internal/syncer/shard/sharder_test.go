@@ -240,6 +240,8 @@ func TestDrainHandsEveryMemberOverBeforeItReturns(t *testing.T) {
 		if err := a.Confirm(context.Background(), m); !errors.Is(err, ErrNotOwner) {
 			t.Errorf("%s: a's Confirm after the handover: %v", m, err)
 		}
+		// a passed the member over; b acts once its view shows that.
+		eventually(t, "b acts on "+m, func() bool { return b.Acting(m) })
 		if h, _ := b.Holder(m); h.Term != 2 {
 			t.Errorf("%s: term %d after one handover, want 2", m, h.Term)
 		}

@@ -59,6 +59,10 @@ type memberObs struct {
 	term            int32
 	// since is when this replica first saw holder on the Lease.
 	since time.Time
+	// handoverTo is the incarnation that asked the holder for the member
+	// (AnnotationHandoverTo); asked is when this replica first saw it.
+	handoverTo string
+	asked      time.Time
 }
 
 func (s *Sharder) observeReplica(l *coordinationv1.Lease, now time.Time) {
@@ -83,13 +87,23 @@ func (s *Sharder) observeReplica(l *coordinationv1.Lease, now time.Time) {
 // newer (its own write, not yet seen by the informer).
 func (s *Sharder) observeMember(l *coordinationv1.Lease, now time.Time) {
 	cluster := clusterOf(l)
-	o := memberObs{holder: ptr.Deref(l.Spec.HolderIdentity, ""), version: l.ResourceVersion, term: ptr.Deref(l.Spec.LeaseTransitions, 0), since: now}
+	o := memberObs{holder: ptr.Deref(l.Spec.HolderIdentity, ""), version: l.ResourceVersion, term: ptr.Deref(l.Spec.LeaseTransitions, 0), since: now,
+		handoverTo: l.Annotations[AnnotationHandoverTo], asked: now}
 	old, ok := s.members[cluster]
 	if ok && older(o.version, old.version) {
 		return
 	}
 	if ok && old.holder == o.holder {
 		o.since = old.since
+		if old.handoverTo == o.handoverTo {
+			o.asked = old.asked
+		}
+	}
+	if o.holder != "" && o.holder == s.inc && s.requested[cluster] == s.inc {
+		// The holder passed the member over at this replica's request.
+		delete(s.requested, cluster)
+		s.taken[ReasonRebalance]++
+		s.opts.Logger.Info("member passed over", "cluster", cluster, "from", old.holder, "term", o.term)
 	}
 	s.members[cluster] = o
 }
@@ -165,7 +179,7 @@ func (s *Sharder) observedAfresh(now time.Time) {
 		s.replicas[r] = o
 	}
 	for m, o := range s.members {
-		o.since = now
+		o.since, o.asked = now, now
 		s.members[m] = o
 	}
 }
