@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -30,19 +28,25 @@ import (
 // jitter until the next one is due, and the lag between the intended and
 // the achieved renewal is reported.
 //
+// Like a kubelet's, a renewal is an Update at the Lease's resourceVersion
+// as this Heartbeat last wrote it (or read it afresh), so that a renewal of
+// a writer that lost the leaf (sharded: a replica paused after its check
+// and resumed after the member's new writer renewed) is refused; see Renew.
+//
 // It is not k8s.io/component-helpers/apimachinery/lease, the kubelet's
 // lease controller: that one renews on a fixed timer with no way to skip a
 // renewal (the engine's decision would have to stop and restart it at every
-// transition), renews by a read-modify-write Update that a slow previous
-// renewal turns into a conflict and a re-read, and retries with a backoff
-// bounded only by its context, not by the next renewal's due time.
+// transition), and retries with a backoff bounded only by its context, not
+// by the next renewal's due time.
 type Heartbeat struct {
 	Client kubernetes.Interface
 	// Cluster the leaf stands for: the Lease of a Node that is not its leaf
 	// is never renewed (a renewed Lease would hide a dead node from KCM).
 	Cluster string
 	// Owned, if set, tells from a cache whether the leaf Node is the
-	// cluster's; without it (or when it says yes) Renew reads the Node.
+	// cluster's (sharded: and whether this replica writes the member);
+	// without it Renew reads the Node. Renew asks it again after every
+	// fresh read of the Lease.
 	Owned func() bool
 	// Name of the leaf Node and its Lease.
 	Name string
@@ -59,7 +63,7 @@ type Heartbeat struct {
 	// Clock schedules the renewals (nil: the real clock).
 	Clock clock.Clock
 
-	leaseUID types.UID // of the Lease last seen; "" until it is looked up
+	lease    *coordinationv1.Lease // as last renewed or read afresh; nil: read it before renewing
 	renewing atomic.Bool
 }
 
@@ -129,12 +133,14 @@ func (h *Heartbeat) renewUntil(ctx context.Context, due, next time.Time) {
 
 // Renew sets the Lease's renewTime to now, creating the Lease if needed.
 //
-// The renewal is a server-side apply of the Lease's spec, which leafsync
-// alone writes. It carries no resourceVersion, so it never fails on a
-// conflict with a previous, slow renewal. It does carry the Lease's UID, so
-// it never creates a Lease: a Lease that is gone, or was replaced, fails it
-// and is looked up again, and a Lease is only ever made by Create, after
-// its Node was checked. Renew is not for concurrent use (Run calls it).
+// The renewal is an Update at the resourceVersion this Heartbeat last
+// wrote or read from the API server (never a cache): a Lease renewed by
+// another writer since (the member's new writer), renewed by a slow
+// previous renewal that timed out, replaced, or gone fails it. Then the
+// Lease is read again, Owned asked again, and the renewal tried once more
+// only if it still may. In steady state a renewal is one request. An Update
+// never creates a Lease: one is only ever made by Create, after its Node
+// was checked. Renew is not for concurrent use (Run calls it).
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
@@ -154,12 +160,12 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 		}
 	}
 	now := metav1.NewMicroTime(h.clock().Now())
-	if h.leaseUID != "" {
-		err := h.apply(ctx, now)
-		if !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+	if h.lease != nil {
+		err := h.update(ctx, now)
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return err
 		}
-		h.leaseUID = "" // the Lease is gone (Conflict) or was replaced (Invalid: a UID is immutable)
+		h.lease = nil
 	}
 	lease, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, h.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -168,21 +174,30 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.leaseUID = lease.UID
-	return h.apply(ctx, now)
+	if h.Owned != nil && !h.Owned() {
+		return fmt.Errorf("%w: the Node %s is not in the cache of the cluster's leaves", errNotOwned, h.Name)
+	}
+	h.lease = lease
+	return h.update(ctx, now)
 }
 
-func (h *Heartbeat) apply(ctx context.Context, now metav1.MicroTime) error {
+func (h *Heartbeat) update(ctx context.Context, now metav1.MicroTime) error {
+	lease := h.lease.DeepCopy()
 	// The label too: a Lease made by a leafsync from before the chart's
 	// node fence has none, and gets it at its first renewal.
-	lease := coordinationv1ac.Lease(h.Name, corev1.NamespaceNodeLease).WithUID(h.leaseUID).
-		WithLabels(map[string]string{LabelCluster: h.Cluster}).
-		WithSpec(coordinationv1ac.LeaseSpec().
-			WithHolderIdentity(h.Name).
-			WithLeaseDurationSeconds(int32(h.Duration / time.Second)).
-			WithRenewTime(now))
-	_, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Apply(ctx, lease, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
-	return err
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	lease.Labels[LabelCluster] = h.Cluster
+	lease.Spec.HolderIdentity = ptr.To(h.Name)
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(h.Duration / time.Second))
+	lease.Spec.RenewTime = &now
+	renewed, err := h.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Update(ctx, lease, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return err
+	}
+	h.lease = renewed
+	return nil
 }
 
 // create makes the leaf's Lease, renewed at now. Like a kubelet's, the
@@ -217,6 +232,6 @@ func (h *Heartbeat) create(ctx context.Context, now metav1.MicroTime) error {
 	if err != nil {
 		return err
 	}
-	h.leaseUID = created.UID
+	h.lease = created
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/util/retry"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/utils/clock"
 )
@@ -31,6 +30,15 @@ import (
 // with why); once it is not True — leafsync's False, or KCM's Unknown after
 // the Lease lapsed — KCM owns the conditions until the leaf is Ready again:
 // writing them back would undo KCM's Unknown every monitor period.
+//
+// Every write is fenced by version: it carries the resourceVersion of the
+// leaf as this writer last wrote it, or read it from the API server (at
+// its first write, and after a conflict), never one from a cache. A write
+// of a writer that lost the leaf to another (sharded: a replica paused
+// after its check and resumed after the member's new writer wrote) is
+// refused with a conflict; the writer reads the leaf again, asks Allowed,
+// and writes once more only if it still may. In steady state this costs
+// nothing; a conflict (KCM's taints, another writer) costs one GET.
 type Writer struct {
 	Client kubernetes.Interface
 	// Cluster is the member the leaf stands for: a Node of the leaf's name
@@ -53,12 +61,21 @@ type Writer struct {
 	AllocatableEvery time.Duration
 	// Clock reads the time (nil: the real clock).
 	Clock clock.PassiveClock
+	// Allowed, if set, says whether this writer may still write the leaf
+	// (sharded: whether its replica acts on the member). The caller checks
+	// before Sync; Sync asks again after every fresh read, since a write
+	// refused for a stale version may come from a writer that lost the
+	// member meanwhile (nil: always).
+	Allowed func() bool
 
 	// Deferred is, after a Sync that held back an allocatable-only change,
 	// how long until it may be written (0: nothing held back). The caller
 	// syncs again by then.
 	Deferred time.Duration
 
+	// version is the leaf's resourceVersion as this writer last wrote it
+	// or read it afresh ("": read it afresh before the next write).
+	version         string
 	lastHeartbeat   time.Time
 	lastStatusWrite time.Time
 	lastNodes       corev1.ResourceList // Desired.nodes at the last status write
@@ -78,13 +95,47 @@ func (w *Writer) Sync(ctx context.Context, d Desired) error {
 		}
 		node, err = w.create(ctx, d)
 	}
-	if err != nil {
+	if err == nil && node != nil && w.version == "" {
+		node, err = w.reread(ctx) // this writer's first write
+	}
+	if err != nil || node == nil {
 		return err
 	}
+	err = w.sync(ctx, node, d, now)
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	// Someone wrote the leaf since this writer last did: KCM, or the
+	// member's new writer.
+	if node, err = w.reread(ctx); err != nil || node == nil {
+		return err
+	}
+	return w.sync(ctx, node, d, now)
+}
+
+// reread reads the leaf from the API server, the version the next write
+// carries, and asks Allowed; nil (no error) when this writer may no longer
+// write.
+func (w *Writer) reread(ctx context.Context) (*corev1.Node, error) {
+	w.version = ""
+	node, err := w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if w.Allowed != nil && !w.Allowed() {
+		return nil, nil
+	}
+	w.version = node.ResourceVersion
+	return node, nil
+}
+
+// sync writes what differs between node and d, each write at w.version.
+func (w *Writer) sync(ctx context.Context, node *corev1.Node, d Desired, now time.Time) error {
 	if !Owns(node, w.Cluster) {
 		return notOwned(node, w.Cluster)
 	}
-	if err := w.syncMeta(ctx, node, d); err != nil {
+	node, err := w.syncMeta(ctx, node, d)
+	if err != nil {
 		return err
 	}
 	if !d.Ready && readySettled(node) {
@@ -146,47 +197,38 @@ func (w *Writer) create(ctx context.Context, d Desired) (*corev1.Node, error) {
 	w.Writes++
 	created, err := w.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		return w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+		return w.reread(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating leaf node %s: %w", w.Name, err)
 	}
+	w.version = created.ResourceVersion
 	return created, nil
 }
 
 // syncMeta makes leafsync's labels and taints present and removes leafsync
-// taints that are no longer wanted; other labels and taints are kept.
-func (w *Writer) syncMeta(ctx context.Context, node *corev1.Node, d Desired) error {
+// taints that are no longer wanted; other labels and taints are kept. It
+// returns the leaf as written (or node, if nothing was).
+func (w *Writer) syncMeta(ctx context.Context, node *corev1.Node, d Desired) (*corev1.Node, error) {
 	if metaMatches(node, d) {
-		return nil
+		return node, nil
 	}
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur := node
-		if cur == nil {
-			var err error
-			if cur, err = w.Client.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		node = nil // on conflict, read again
-		if !Owns(cur, w.Cluster) {
-			return notOwned(cur, w.Cluster)
-		}
-		if metaMatches(cur, d) {
-			return nil // a stale read: the fresh Node is already right
-		}
-		upd := cur.DeepCopy()
-		if upd.Labels == nil {
-			upd.Labels = map[string]string{}
-		}
-		for k, v := range d.Labels {
-			upd.Labels[k] = v
-		}
-		upd.Spec.Taints = mergeTaints(cur.Spec.Taints, d.Taints)
-		w.Writes++
-		_, err := w.Client.CoreV1().Nodes().Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
-		return err
-	})
+	upd := node.DeepCopy()
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	for k, v := range d.Labels {
+		upd.Labels[k] = v
+	}
+	upd.Spec.Taints = mergeTaints(node.Spec.Taints, d.Taints)
+	upd.ResourceVersion = w.version
+	w.Writes++
+	written, err := w.Client.CoreV1().Nodes().Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("updating leaf node %s: %w", w.Name, err)
+	}
+	w.version = written.ResourceVersion
+	return written, nil
 }
 
 func metaMatches(node *corev1.Node, d Desired) bool {
@@ -308,17 +350,20 @@ func (w *Writer) patchStatus(ctx context.Context, node *corev1.Node, d Desired, 
 			status["declaredFeatures"] = nil
 		}
 	}
-	patch := map[string]any{"status": status}
+	// A resourceVersion in a patch is a precondition: a leaf written since
+	// (by KCM, or by the member's new writer) fails it with a conflict.
+	patch := map[string]any{"metadata": map[string]any{"resourceVersion": w.version}, "status": status}
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return err
 	}
 	w.Writes++
-	_, err = w.Client.CoreV1().Nodes().Patch(ctx, w.Name, types.StrategicMergePatchType, data,
+	written, err := w.Client.CoreV1().Nodes().Patch(ctx, w.Name, types.StrategicMergePatchType, data,
 		metav1.PatchOptions{FieldManager: fieldManager}, "status")
 	if err != nil {
 		return fmt.Errorf("patching status of leaf node %s: %w", w.Name, err)
 	}
+	w.version = written.ResourceVersion
 	return nil
 }
 

@@ -13,7 +13,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leafsync/leafsync/hysteresis"
@@ -273,4 +277,91 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 	if w.Writes <= base+2 || w.Deferred != 0 || allocatable() != "7" {
 		t.Fatalf("condition change: %d writes, deferred %s, allocatable %s; want it written at once", w.Writes-base, w.Deferred, allocatable())
 	}
+}
+
+// A write refused for a stale version (409) is followed by one fresh read
+// and one more try, only if the writer still may write; in steady state a
+// write reads nothing (the informer cache and the version last written).
+func TestWriterRetriesAConflictOnlyIfStillAllowed(t *testing.T) {
+	ctx := context.Background()
+	for _, allowed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("allowed=%v", allowed), func(t *testing.T) {
+			client := fake.NewClientset()
+			// The fake keeps no resourceVersion: the leaf gets one at
+			// creation, and keeps the one each write carries.
+			client.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+				a.(k8stesting.CreateAction).GetObject().(*corev1.Node).ResourceVersion = "1"
+				return false, nil, nil
+			})
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			lister, refresh := cachedNodes(t, client)
+			asked := 0
+			w := &Writer{Client: client, Cluster: "eu-1", Name: "leaf", HeartbeatEvery: time.Minute, Clock: clk, Nodes: lister,
+				Allowed: func() bool { asked++; return allowed }}
+			if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
+				t.Fatal(err)
+			}
+			refresh()
+			gets := countVerb(client, "get")
+			clk.Step(time.Minute) // the condition heartbeat is due: a status write
+			if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
+				t.Fatal(err)
+			}
+			if n := countVerb(client, "get") - gets; n != 0 {
+				t.Fatalf("a steady-state write read the leaf %d times", n)
+			}
+			conflicts := 1
+			client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, apiruntime.Object, error) {
+				if conflicts > 0 {
+					conflicts--
+					return true, nil, apierrors.NewConflict(corev1.Resource("nodes"), "leaf", errors.New("stale"))
+				}
+				return false, nil, nil
+			})
+			refresh()
+			patches, gets := countVerb(client, "patch"), countVerb(client, "get")
+			clk.Step(time.Minute)
+			if err := w.Sync(ctx, desired(hysteresis.Status{State: hysteresis.Ready})); err != nil {
+				t.Fatal(err)
+			}
+			wantPatches := 1
+			if allowed {
+				wantPatches = 2
+			}
+			if n := countVerb(client, "patch") - patches; n != wantPatches {
+				t.Fatalf("%d status writes after a conflict, want %d", n, wantPatches)
+			}
+			if n := countVerb(client, "get") - gets; n != 1 {
+				t.Fatalf("%d reads after a conflict, want 1", n)
+			}
+			if asked != 1 {
+				t.Fatalf("asked %d times whether it may still write, want once (after the conflict)", asked)
+			}
+		})
+	}
+}
+
+// cachedNodes is an informer cache of the leaf, refreshed by hand from the
+// fake's tracker (which records no action).
+func cachedNodes(t *testing.T, client *fake.Clientset) (lister corelisters.NodeLister, refresh func()) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	return corelisters.NewNodeLister(idx), func() {
+		obj, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "leaf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.Update(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func countVerb(client *fake.Clientset, verb string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == verb && a.GetResource().Resource == "nodes" {
+			n++
+		}
+	}
+	return n
 }

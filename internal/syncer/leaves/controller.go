@@ -319,6 +319,9 @@ func (c *Controller) startLeaf(parent context.Context, m clusters.Member) *leaf 
 			Clock:            c.clock,
 		},
 	}
+	// Sharded: asked again after a write refused for a stale version (a
+	// write checked before a pause, sent after the member moved).
+	l.writer.Allowed = func() bool { return c.opts.Registry.Acting(l.cluster) }
 	leases := c.opts.Leases
 	if leases == nil {
 		leases = c.opts.Host
