@@ -81,7 +81,7 @@ func TestLeafWriteFencedByVersion(t *testing.T) {
 	var aAsked atomic.Int32
 	cacheA := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	a := &leafnode.Writer{Client: client(), Cluster: cluster, Name: leaf, HeartbeatEvery: time.Hour,
-		Nodes: corelisters.NewNodeLister(cacheA),
+		Nodes:   corelisters.NewNodeLister(cacheA),
 		Allowed: func() bool { aAsked.Add(1); return aAllowed.Load() }}
 	if err := a.Sync(ctx, want("A", false)); err != nil {
 		t.Fatal(err)
