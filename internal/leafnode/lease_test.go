@@ -166,3 +166,71 @@ func TestRenewRetriesUntilTheNextRenewal(t *testing.T) {
 		})
 	}
 }
+
+// A renewal refused for a stale version (409: the leaf's new writer renewed
+// since) is followed by one fresh read and one more try, only if Owned
+// still says yes; in steady state a renewal is one Update, no read.
+func TestRenewRetriesAConflictOnlyIfStillOwned(t *testing.T) {
+	ctx := context.Background()
+	for _, owned := range []bool{true, false} {
+		t.Run(fmt.Sprintf("owned=%v", owned), func(t *testing.T) {
+			leaf := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf", UID: "l1", Labels: map[string]string{LabelCluster: "eu-1"}}}
+			client := fake.NewClientset(leaf)
+			// The fake keeps no resourceVersion: the Lease gets one at
+			// creation, and keeps the one each renewal carries.
+			client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+				a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = "1"
+				return false, nil, nil
+			})
+			asked, lost := 0, false // lost: the check before the pause said yes, every later one says owned
+			hb := &Heartbeat{Client: client, Cluster: "eu-1", Name: "leaf", Duration: 40 * time.Second, Timeout: time.Second,
+				Owned: func() bool { asked++; return !lost || owned || asked == 1 }}
+			if err := hb.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			count := func(verb string) int {
+				n := 0
+				for _, a := range client.Actions() {
+					if a.GetVerb() == verb && a.GetResource().Resource == "leases" {
+						n++
+					}
+				}
+				return n
+			}
+			gets := count("get")
+			if err := hb.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := count("get") - gets; n != 0 {
+				t.Fatalf("a steady-state renewal read the Lease %d times", n)
+			}
+			conflicts := 1
+			client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, apiruntime.Object, error) {
+				if conflicts > 0 {
+					conflicts--
+					return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "leaf", fmt.Errorf("stale"))
+				}
+				return false, nil, nil
+			})
+			asked, lost = 0, true
+			gets, updates := count("get"), count("update")
+			err := hb.Renew(ctx)
+			if owned != (err == nil) {
+				t.Fatalf("renewal after a conflict: %v (still owned: %v)", err, owned)
+			}
+			wantUpdates := 1
+			if owned {
+				wantUpdates = 2
+			}
+			if n := count("update") - updates; n != wantUpdates {
+				t.Fatalf("%d renewals sent after a conflict, want %d", n, wantUpdates)
+			}
+			if n := count("get") - gets; n != 1 {
+				t.Fatalf("%d reads after a conflict, want 1", n)
+			}
+			if asked != 2 {
+				t.Fatalf("Owned asked %d times, want twice (before, and after the fresh read)", asked)
+			}
+		})
+	}
+}
