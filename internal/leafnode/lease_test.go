@@ -188,15 +188,7 @@ func TestRenewRetriesAConflictOnlyIfStillOwned(t *testing.T) {
 			if err := hb.Renew(ctx); err != nil {
 				t.Fatal(err)
 			}
-			count := func(verb string) int {
-				n := 0
-				for _, a := range client.Actions() {
-					if a.GetVerb() == verb && a.GetResource().Resource == "leases" {
-						n++
-					}
-				}
-				return n
-			}
+			count := func(verb string) int { return countVerb(client, verb, "leases") }
 			gets := count("get")
 			if err := hb.Renew(ctx); err != nil {
 				t.Fatal(err)

@@ -356,10 +356,15 @@ func cachedNodes(t *testing.T, client *fake.Clientset) (lister corelisters.NodeL
 	}
 }
 
-func countVerb(client *fake.Clientset, verb string) int {
+// countVerb counts the fake's requests of a verb on nodes (or resource).
+func countVerb(client *fake.Clientset, verb string, resource ...string) int {
+	res := "nodes"
+	if len(resource) > 0 {
+		res = resource[0]
+	}
 	n := 0
 	for _, a := range client.Actions() {
-		if a.GetVerb() == verb && a.GetResource().Resource == "nodes" {
+		if a.GetVerb() == verb && a.GetResource().Resource == res {
 			n++
 		}
 	}
