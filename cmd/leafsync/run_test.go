@@ -87,3 +87,17 @@ func TestRunFlagsOverrideTheFile(t *testing.T) {
 		t.Errorf("leafsync run %v:\n got %+v\nwant %+v", args, cfg, want)
 	}
 }
+
+// TestShardedReplicasElectNoLeader: with sharding on, leader election is
+// not used even when enabled: every replica acts on its members.
+func TestShardedReplicasElectNoLeader(t *testing.T) {
+	cfg := config.Default()
+	cfg.LeaderElection.Enabled = true
+	if !elected(cfg) {
+		t.Error("unsharded with leader election: no leader elected")
+	}
+	cfg.Sharding.Enabled = true
+	if elected(cfg) {
+		t.Error("sharded: a leader is elected, and losing its Lease would stop the replica")
+	}
+}

@@ -25,9 +25,8 @@ import (
 // keeps for the eviction guard (nil when disabled), keeps the user's
 // NoExecute taints of each leaf in its record, deletes a member's record
 // on deregistration, and ensures the policy and its binding when this
-// replica becomes leader (sharded: on every replica, unless leader
-// election is on too; the policy is fleet-wide, and ensuring it is
-// idempotent).
+// replica becomes leader (sharded: on every replica, which elects no
+// leader; the policy is fleet-wide, and ensuring it is idempotent).
 func setupEvictionGuard(mgr manager.Manager, cfg config.Config, reg *clusters.Registry, nodes coreinformers.NodeInformer, clk clock.PassiveClock) (*guard.Records, error) {
 	log := mgr.GetLogger().WithName("eviction-guard")
 	g := cfg.EvictionGuard
