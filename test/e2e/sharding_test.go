@@ -362,8 +362,9 @@ func TestSharding(t *testing.T) {
 }
 
 // startShardReplica runs one replica of ring shardRing with its own
-// config file (the replica's name is in it), leader election on (for the
-// fleet-wide singletons) and the kube store.
+// config file (the replica's name is in it), --leader-elect as the chart
+// passes it (sharded replicas ignore it: they elect no leader) and the
+// kube store.
 func (f *fleet) startShardReplica(t *testing.T, replica string) *harness.Leafsync {
 	t.Helper()
 	cfg := filepath.Join(harness.LogDir(t), "leafsync-config-"+replica+".yaml")

@@ -47,7 +47,7 @@ func replicaSetup(n int) string {
 	if n == 1 {
 		return "one leafsync replica"
 	}
-	return fmt.Sprintf("%d leafsync replicas sharing the members (sharding on, ring %s, store kube, leader election for the fleet-wide singletons, as the chart runs them)", n, shardRing)
+	return fmt.Sprintf("%d leafsync replicas sharing the members (sharding on, ring %s, store kube, --leader-elect as the chart passes it, which sharded replicas ignore)", n, shardRing)
 }
 
 // replicas are the leafsync processes a run measures.
