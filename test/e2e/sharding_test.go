@@ -340,7 +340,9 @@ func TestSharding(t *testing.T) {
 		if at, ok := lossAt[c]; ok {
 			back := retakenAt(h, paused, at)
 			for _, w := range ws {
-				if w.replica == paused && w.at.After(at) && w.at.Before(back) {
+				// A write the API server refused (409: a version fenced
+				// it) is not a write.
+				if w.replica == paused && w.at.After(at) && w.at.Before(back) && w.code < 300 {
 					t.Errorf("fence: %s, paused and no longer %s's writer since %s, wrote %s at %s (code %d); resumed %s, took it again %s",
 						paused, c, at.Format(time.StampMilli), w.what, w.at.Format(time.StampMilli), w.code,
 						resumedAt.Format(time.StampMilli), back.Format(time.StampMilli))
@@ -810,6 +812,9 @@ func replicaWrites(t *testing.T, f *fleet, members []string, podLeaf map[string]
 func writerRuns(ws []memberWrite) []string {
 	var runs []string
 	for _, w := range ws {
+		if w.code >= 300 {
+			continue // refused by the API server (409: fenced by version): not a write
+		}
 		if len(runs) == 0 || runs[len(runs)-1] != w.replica {
 			runs = append(runs, w.replica)
 		}
@@ -931,6 +936,17 @@ func TestWritersFollowHolders(t *testing.T) {
 		if err := writersFollowHolders(writes(c.writers...), holders); (err == nil) != c.ok {
 			t.Errorf("writers %v: err %v, want ok=%v", c.writers, err, c.ok)
 		}
+	}
+	// A write the API server refused (a former writer's, fenced by the
+	// version: 409) is not a write; the same write accepted is.
+	refused := writes("r0", "r1", "r0", "r1")
+	refused[2].code = 409
+	if err := writersFollowHolders(refused, holders); err != nil {
+		t.Errorf("a refused write counted as a write: %v", err)
+	}
+	refused[2].code = 200
+	if err := writersFollowHolders(refused, holders); err == nil {
+		t.Error("an accepted write of a former writer after the handover passed")
 	}
 	if g := longestGap(writes("r0", "r0", "r1"), "lease", time.Time{}, at(10)); g != 8*time.Second {
 		t.Errorf("longest gap %s, want 8s", g)
