@@ -188,7 +188,7 @@ func TestHelmChartLeastPrivilege(t *testing.T) {
 	}
 	hb := &leafnode.Heartbeat{Client: sa, Cluster: cluster, Name: leaf, Interval: time.Second, Duration: 40 * time.Second,
 		Timeout: 10 * time.Second, Log: logr.Discard()}
-	for i := range 2 { // create, then a renewal (server-side apply)
+	for i := range 2 { // create, then a renewal (an update at the Lease's version)
 		if err := hb.Renew(ctx); err != nil {
 			t.Fatalf("leaf Lease renewal %d as leafsync's ServiceAccount: %v", i, err)
 		}
