@@ -220,9 +220,9 @@ func TestShardedDeregistrationTakesTheMember(t *testing.T) {
 	e.srv.Close()
 }
 
-// TestShardedControllerRunsOnEveryReplica: with leader election on for
-// the fleet-wide singletons, a sharded replica that does not lead still
-// reconciles its members' Secrets.
+// TestShardedControllerRunsOnEveryReplica: sharded, the Secret controller
+// does not wait for leadership (controller-runtime's default), so every
+// replica reconciles its members' Secrets even if a manager elects.
 func TestShardedControllerRunsOnEveryReplica(t *testing.T) {
 	e := newShardedEnv(t, newOwnership())
 	if o := e.ctl.controllerOptions(); o.NeedLeaderElection == nil || *o.NeedLeaderElection || e.ctl.NeedLeaderElection() {
