@@ -31,7 +31,7 @@ func BenchmarkCompute(b *testing.B) {
 				pods[i] = memberPod(fmt.Sprintf("p%d", i), nodes[i%size.nodes].Name, corev1.PodRunning, i%3 == 0,
 					map[string]string{"cpu": "250m", "memory": "512Mi"})
 			}
-			in := Input{Cluster: "eu-1", LeafName: "leaf-eu-1", MemberNodes: nodes, MemberPods: pods,
+			in := Input{Cluster: "eu-1", LeafName: "leaf-eu-1", MemberNodes: members(nodes...), MemberPods: pods,
 				Status: hysteresis.Status{State: hysteresis.Ready}, Options: Options{LeafTaint: true, IsSyncedPod: isSynced}}
 			if foreign {
 				in.MemberPods = nil

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
-	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/inplacepodresize"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -62,9 +61,12 @@ type Options struct {
 type Input struct {
 	Cluster  string
 	LeafName string
-	// MemberNodes and MemberPods come from the member's informers.
-	MemberNodes []*corev1.Node
-	MemberPods  []*corev1.Pod
+	// MemberNodes come from the member's node informer, as its cache
+	// keeps them (MemberNodeOf).
+	MemberNodes []*MemberNode
+	// MemberPods are member pods in full (the member's cache keeps those
+	// leafsync placed so).
+	MemberPods []*corev1.Pod
 	// ForeignPods are the member's pods leafsync did not place, as the
 	// member's cache keeps them (UsageOf): counted like MemberPods that
 	// are not synced.
@@ -135,13 +137,13 @@ func Compute(in Input) Desired {
 
 // countedNodes are the member nodes whose capacity the leaf offers: Ready,
 // schedulable, and matching the selector.
-func countedNodes(all []*corev1.Node, sel labels.Selector) []*corev1.Node {
-	var out []*corev1.Node
+func countedNodes(all []*MemberNode, sel labels.Selector) []*MemberNode {
+	var out []*MemberNode
 	for _, n := range all {
-		if n.Spec.Unschedulable || !conditionTrue(n, corev1.NodeReady) {
+		if n.Unschedulable || !n.Ready {
 			continue
 		}
-		if sel != nil && !sel.Matches(labels.Set(n.Labels)) {
+		if sel != nil && !sel.Matches(&n.Labels) {
 			continue
 		}
 		out = append(out, n)
@@ -153,12 +155,12 @@ func countedNodes(all []*corev1.Node, sel labels.Selector) []*corev1.Node {
 // aggregate sums allocatable over the counted nodes (gross) and subtracts
 // what non-terminal pods not placed by leafsync request on them (one "pods"
 // each): the full pods that are not synced, and every foreign pod.
-func aggregate(nodes []*corev1.Node, pods []*corev1.Pod, foreign []*PodUsage, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
+func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign []*PodUsage, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
 	total = corev1.ResourceList{}
 	onCounted := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		onCounted[n.Name] = true
-		for name, q := range n.Status.Allocatable {
+		for name, q := range n.Allocatable {
 			add(total, name, q)
 		}
 	}
@@ -231,7 +233,7 @@ func sub(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 // Topology labels copied from the member when all counted nodes agree.
 var topologyLabels = []string{corev1.LabelTopologyRegion, corev1.LabelTopologyZone}
 
-func leafLabels(cluster, leaf string, nodes []*corev1.Node) map[string]string {
+func leafLabels(cluster, leaf string, nodes []*MemberNode) map[string]string {
 	l := map[string]string{
 		LabelCluster:         cluster,
 		"type":               "virtual-kubelet",
@@ -246,13 +248,13 @@ func leafLabels(cluster, leaf string, nodes []*corev1.Node) map[string]string {
 	return l
 }
 
-func uniformLabel(nodes []*corev1.Node, key string) (string, bool) {
+func uniformLabel(nodes []*MemberNode, key string) (string, bool) {
 	if len(nodes) == 0 {
 		return "", false
 	}
-	v := nodes[0].Labels[key]
+	v := nodes[0].Labels.Get(key)
 	for _, n := range nodes[1:] {
-		if n.Labels[key] != v {
+		if n.Labels.Get(key) != v {
 			return "", false
 		}
 	}
@@ -261,35 +263,34 @@ func uniformLabel(nodes []*corev1.Node, key string) (string, bool) {
 
 // nodeInfo reports the lowest kubelet version among member nodes, and OS
 // and architecture when they are uniform.
-func nodeInfo(nodes []*corev1.Node) corev1.NodeSystemInfo {
+func nodeInfo(nodes []*MemberNode) corev1.NodeSystemInfo {
 	info := corev1.NodeSystemInfo{ContainerRuntimeVersion: containerRuntime}
 	var lowest *utilversion.Version
 	// A member's nodes run a few versions: each is parsed once (parsing
 	// every node's was a third of a recompute).
 	compared := map[string]bool{}
 	for i, n := range nodes {
-		ni := n.Status.NodeInfo
 		if i == 0 {
-			info.OperatingSystem, info.Architecture = ni.OperatingSystem, ni.Architecture
+			info.OperatingSystem, info.Architecture = n.OperatingSystem, n.Architecture
 		} else {
-			if info.OperatingSystem != ni.OperatingSystem {
+			if info.OperatingSystem != n.OperatingSystem {
 				info.OperatingSystem = ""
 			}
-			if info.Architecture != ni.Architecture {
+			if info.Architecture != n.Architecture {
 				info.Architecture = ""
 			}
 		}
-		if compared[ni.KubeletVersion] {
+		if compared[n.KubeletVersion] {
 			continue
 		}
-		compared[ni.KubeletVersion] = true
-		v, err := utilversion.ParseGeneric(ni.KubeletVersion)
+		compared[n.KubeletVersion] = true
+		v, err := utilversion.ParseGeneric(n.KubeletVersion)
 		if err != nil {
 			continue
 		}
 		if lowest == nil || v.LessThan(lowest) {
 			lowest = v
-			info.KubeletVersion = ni.KubeletVersion
+			info.KubeletVersion = n.KubeletVersion
 		}
 	}
 	return info
@@ -307,13 +308,13 @@ var carriedFeatures = sets.New(inplacepodresize.IPPRPodLevelResourcesFeatureGate
 // node declares, sorted as the API requires: the member may run a pod on
 // any of them, so a feature only some declare is not the leaf's (nor is
 // any, for a member whose kubelets are too old to declare features).
-func declaredFeatures(nodes []*corev1.Node) []string {
+func declaredFeatures(nodes []*MemberNode) []string {
 	if len(nodes) == 0 {
 		return nil
 	}
 	common := carriedFeatures.Clone()
 	for _, n := range nodes {
-		common = common.Intersection(sets.New(n.Status.DeclaredFeatures...))
+		common = common.Intersection(sets.New(n.DeclaredFeatures...))
 	}
 	return sets.List(common)
 }
@@ -358,12 +359,12 @@ var pressureTypes = []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1
 
 // pressureConditions are False unless every counted member node is under
 // that pressure: one pressured node does not make the member unschedulable.
-func pressureConditions(nodes []*corev1.Node) []corev1.NodeCondition {
+func pressureConditions(nodes []*MemberNode) []corev1.NodeCondition {
 	out := make([]corev1.NodeCondition, 0, len(pressureTypes))
 	for _, typ := range pressureTypes {
 		all := len(nodes) > 0
 		for _, n := range nodes {
-			if !conditionTrue(n, typ) {
+			if !n.ConditionTrue(typ) {
 				all = false
 				break
 			}
@@ -376,9 +377,4 @@ func pressureConditions(nodes []*corev1.Node) []corev1.NodeCondition {
 		out = append(out, c)
 	}
 	return out
-}
-
-func conditionTrue(n *corev1.Node, typ corev1.NodeConditionType) bool {
-	_, c := nodeutil.GetNodeCondition(&n.Status, typ)
-	return c != nil && c.Status == corev1.ConditionTrue
 }

@@ -33,6 +33,15 @@ func memberNode(name string, ready bool, alloc map[string]string, lbls map[strin
 	return n
 }
 
+// members are nodes as the member's cache keeps them.
+func members(nodes ...*corev1.Node) []*MemberNode {
+	out := make([]*MemberNode, len(nodes))
+	for i, n := range nodes {
+		out[i] = MemberNodeOf(n)
+	}
+	return out
+}
+
 func memberPod(name, node string, phase corev1.PodPhase, synced bool, req map[string]string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
@@ -70,7 +79,7 @@ func TestComputeAggregatesExactly(t *testing.T) {
 		memberPod("synced", "n1", corev1.PodRunning, true, map[string]string{"cpu": "2", "memory": "2Gi"}),
 		memberPod("on-not-ready", "not-ready", corev1.PodRunning, false, map[string]string{"cpu": "7", "memory": "7Gi"}),
 	}
-	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf-eu-1", MemberNodes: nodes, MemberPods: pods,
+	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf-eu-1", MemberNodes: members(nodes...), MemberPods: pods,
 		Status: hysteresis.Status{State: hysteresis.Ready}, Config: hysteresis.DefaultConfig(),
 		Options: Options{LeafTaint: true, IsSyncedPod: isSynced}})
 
@@ -122,7 +131,7 @@ func TestComputeNodeSelectorAndMixedZones(t *testing.T) {
 		memberNode("b", true, map[string]string{"cpu": "4"}, map[string]string{"pool": "leaf", corev1.LabelTopologyZone: "z2"}, "v1.35.0"),
 		memberNode("c", true, map[string]string{"cpu": "4"}, map[string]string{"pool": "system", corev1.LabelTopologyZone: "z1"}, "v1.35.0"),
 	}
-	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: nodes,
+	d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: members(nodes...),
 		Status:  hysteresis.Status{State: hysteresis.Ready},
 		Options: Options{NodeSelector: labels.SelectorFromSet(labels.Set{"pool": "leaf"})}})
 	if cpu := d.Allocatable["cpu"]; cpu.Cmp(resource.MustParse("8")) != 0 {
@@ -173,12 +182,12 @@ func TestPressureOnlyWhenAllNodes(t *testing.T) {
 	a := memberNode("a", true, map[string]string{"cpu": "1"}, nil, "v1.35.0")
 	b := memberNode("b", true, map[string]string{"cpu": "1"}, nil, "v1.35.0")
 	a.Status.Conditions = append(a.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})
-	d := Compute(Input{MemberNodes: []*corev1.Node{a, b}, Status: hysteresis.Status{State: hysteresis.Ready}})
+	d := Compute(Input{MemberNodes: members(a, b), Status: hysteresis.Status{State: hysteresis.Ready}})
 	if c := testCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionFalse {
 		t.Fatalf("one pressured node of two: MemoryPressure %+v, want False", c)
 	}
 	b.Status.Conditions = append(b.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})
-	d = Compute(Input{MemberNodes: []*corev1.Node{a, b}, Status: hysteresis.Status{State: hysteresis.Ready}})
+	d = Compute(Input{MemberNodes: members(a, b), Status: hysteresis.Status{State: hysteresis.Ready}})
 	if c := testCondition(d.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionTrue {
 		t.Fatalf("all nodes pressured: MemoryPressure %+v, want True", c)
 	}
@@ -221,7 +230,7 @@ func TestForeignPodAccountsAsTheFullPod(t *testing.T) {
 			t.Errorf("%s: usage %s, want %s", r, g.String(), w.String())
 		}
 	}
-	nodes := []*corev1.Node{memberNode("n1", true, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "110"}, nil, "v1.35.2")}
+	nodes := members(memberNode("n1", true, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "110"}, nil, "v1.35.2"))
 	_, a := aggregate(nodes, []*corev1.Pod{full}, nil, nil)
 	_, b := aggregate(nodes, nil, []*PodUsage{&usage}, nil)
 	for r, q := range a {
@@ -258,7 +267,7 @@ func TestDeclaredFeaturesCommonToAllNodes(t *testing.T) {
 		{"no counted node", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: tc.nodes, Status: hysteresis.Status{State: hysteresis.Ready}, Config: hysteresis.DefaultConfig()})
+			d := Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: members(tc.nodes...), Status: hysteresis.Status{State: hysteresis.Ready}, Config: hysteresis.DefaultConfig()})
 			if !slices.Equal(d.DeclaredFeatures, tc.want) {
 				t.Errorf("declared features %v, want %v", d.DeclaredFeatures, tc.want)
 			}
@@ -271,13 +280,13 @@ func TestDeclaredFeaturesCommonToAllNodes(t *testing.T) {
 // a third of a recompute of 200 nodes (BenchmarkCompute), though a
 // member's nodes run a few versions. The lowest version is still found.
 func TestNodeInfoParsesEachVersionOnce(t *testing.T) {
-	nodes := make([]*corev1.Node, 200)
+	nodes := make([]*MemberNode, 200)
 	for i := range nodes {
 		v := "v1.36.2"
 		if i == 150 {
 			v = "v1.35.4"
 		}
-		nodes[i] = &corev1.Node{Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: v, OperatingSystem: "linux", Architecture: "amd64"}}}
+		nodes[i] = &MemberNode{KubeletVersion: v, OperatingSystem: "linux", Architecture: "amd64"}
 	}
 	if got := nodeInfo(nodes).KubeletVersion; got != "v1.35.4" {
 		t.Errorf("kubelet version %q, want the lowest, v1.35.4", got)

@@ -25,7 +25,7 @@ import (
 
 func desired(st hysteresis.Status) Desired {
 	n := memberNode("n1", true, map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, nil, "v1.35.0")
-	return Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: []*corev1.Node{n}, Status: st,
+	return Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: members(n), Status: st,
 		Config: hysteresis.DefaultConfig(), Options: Options{LeafTaint: true}})
 }
 
@@ -234,7 +234,7 @@ func TestWriterCoalescesPodChurn(t *testing.T) {
 		for i, c := range podCPU {
 			pods = append(pods, memberPod(fmt.Sprintf("p%d", i), "n1", corev1.PodRunning, false, map[string]string{"cpu": c}))
 		}
-		return Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: nodes, MemberPods: pods, Status: st,
+		return Compute(Input{Cluster: "eu-1", LeafName: "leaf", MemberNodes: members(nodes...), MemberPods: pods, Status: st,
 			Config: hysteresis.DefaultConfig(), Options: Options{LeafTaint: true}})
 	}
 	ready := hysteresis.Status{State: hysteresis.Ready}

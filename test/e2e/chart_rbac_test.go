@@ -176,7 +176,7 @@ func TestHelmChartLeastPrivilege(t *testing.T) {
 			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	}
-	in := leafnode.Input{Cluster: cluster, LeafName: leaf, MemberNodes: []*corev1.Node{memberNode},
+	in := leafnode.Input{Cluster: cluster, LeafName: leaf, MemberNodes: []*leafnode.MemberNode{leafnode.MemberNodeOf(memberNode)},
 		Status: hysteresis.Status{State: hysteresis.Ready}}
 	w := &leafnode.Writer{Client: sa, Cluster: cluster, Name: leaf, HeartbeatEvery: time.Minute}
 	if err := w.Sync(ctx, leafnode.Compute(in)); err != nil {

@@ -49,7 +49,7 @@ func TestLeafWriteFencedByVersion(t *testing.T) {
 				Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			},
 		}
-		d := leafnode.Compute(leafnode.Input{Cluster: cluster, LeafName: leaf, MemberNodes: []*corev1.Node{n},
+		d := leafnode.Compute(leafnode.Input{Cluster: cluster, LeafName: leaf, MemberNodes: []*leafnode.MemberNode{leafnode.MemberNodeOf(n)},
 			Status: hysteresis.Status{State: hysteresis.Ready, Cordoned: cordoned}, Config: hysteresis.DefaultConfig()})
 		for i := range d.Conditions {
 			if d.Conditions[i].Type == corev1.NodeReady {

@@ -186,7 +186,7 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 		DeleteFunc: func(any) { c.runner.Add(cluster) },
 	}
 	return []engage.Handler{
-		{Informer: m.Runtime.Nodes().Informer(), Handler: kick},
+		{Informer: m.Runtime.NodeInformer(), Handler: kick},
 		{Informer: m.Runtime.Pods().Informer(), Handler: kick},
 	}
 }
@@ -406,13 +406,9 @@ func (l *leaf) sync() error {
 	}
 	synced := m.Runtime.HasSynced()
 	if synced {
-		nodes, err := m.Runtime.NodeLister().List(labels.Everything())
-		if err != nil {
-			return err
-		}
 		// The pods leafsync placed are the host scheduler's to account
 		// for; the others are in the cache as their usage only.
-		in.MemberNodes, in.ForeignPods = nodes, m.Runtime.ForeignPods()
+		in.MemberNodes, in.ForeignPods = m.Runtime.Nodes(), m.Runtime.ForeignPods()
 	}
 	d := leafnode.Compute(in)
 	if !synced {

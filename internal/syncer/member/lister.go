@@ -99,13 +99,19 @@ func asPod(obj any) (*corev1.Pod, bool) {
 }
 
 // foreignPods are the usage of every cached pod leafsync did not place,
-// as the leaf's aggregation reads them (pointers into the cache: no copy).
-func foreignPods(indexer cache.Indexer) []*leafnode.PodUsage {
-	objs := indexer.List()
-	out := make([]*leafnode.PodUsage, 0, len(objs))
+// as the leaf's aggregation reads them.
+func foreignPods(store cache.Store) []*leafnode.PodUsage {
+	return entries(store, func(f *ForeignPod) *leafnode.PodUsage { return &f.PodUsage })
+}
+
+// entries are what read shows of each of the store's objects of type T:
+// pointers into the cache, no copy.
+func entries[T, R any](store cache.Store, read func(*T) *R) []*R {
+	objs := store.List()
+	out := make([]*R, 0, len(objs))
 	for _, o := range objs {
-		if f, ok := o.(*ForeignPod); ok {
-			out = append(out, &f.PodUsage)
+		if e, ok := o.(*T); ok {
+			out = append(out, read(e))
 		}
 	}
 	return out

@@ -1,7 +1,8 @@
 // Package member is the runtime of one member cluster: its clients (with
 // timeouts, QPS/burst and a leafsync user agent), its Node and Pod informers
-// (with a transform that keeps of each object only what leafsync reads, and
-// of pods leafsync did not place a ForeignPod), its prober (GET /readyz,
+// (with a transform that keeps of each object only what leafsync reads: of
+// a node a leafnode.MemberNode, of a pod leafsync did not place a
+// ForeignPod), its prober (GET /readyz,
 // classified for the hysteresis engine), and its circuit breaker, through
 // which every call to the member goes but the probe. The probe has a
 // transport (and connections) of its own: it is the only readiness signal,
@@ -95,7 +96,7 @@ type Runtime struct {
 	kube      kubernetes.Interface
 	watch     kubernetes.Interface // kube without the overall timeout
 	factory   informers.SharedInformerFactory
-	nodes     coreinformers.NodeInformer
+	nodes     cache.SharedIndexInformer // *cachedNode
 	pods      cache.SharedIndexInformer // *corev1.Pod (synced) and *ForeignPod
 	breaker   *Breaker
 	prober    *Prober
@@ -190,10 +191,9 @@ func New(o Options) (*Runtime, error) {
 	// Both informers are made here, so Start starts them, with the one
 	// index a reader uses: pods leafsync synced by namespace (see
 	// syncedNamespace). Nodes need none.
-	r.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	r.nodes = r.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewNodeInformer(c, resync, cache.Indexers{})
 	})
-	r.nodes = r.factory.Core().V1().Nodes()
 	r.pods = r.factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewPodInformer(c, metav1.NamespaceAll, resync, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
 	})
@@ -296,9 +296,14 @@ func (r *Runtime) WatchClient() kubernetes.Interface { return r.watch }
 // breaker, timeout, QPS and user agent applied, for other kinds of clients.
 func (r *Runtime) RESTConfig() *rest.Config { return rest.CopyConfig(r.config) }
 
-// Nodes returns the member's Node informer (objects are transformed: see
-// transform).
-func (r *Runtime) Nodes() coreinformers.NodeInformer { return r.nodes }
+// NodeInformer returns the member's Node informer, for event handlers:
+// its objects are the cache's records of the nodes (see transform), read
+// through Nodes.
+func (r *Runtime) NodeInformer() cache.SharedIndexInformer { return r.nodes }
+
+// Nodes lists, from the cache, what the leaf reads of each of the
+// member's nodes.
+func (r *Runtime) Nodes() []*leafnode.MemberNode { return memberNodes(r.nodes.GetStore()) }
 
 // Pods returns the member's Pod informer. Its objects, as event handlers
 // get them, are the *corev1.Pod of pods leafsync synced and the
@@ -310,9 +315,6 @@ type podInformer struct{ r *Runtime }
 func (p podInformer) Informer() cache.SharedIndexInformer { return p.r.pods }
 func (p podInformer) Lister() corelisters.PodLister       { return p.r.PodLister() }
 
-// NodeLister lists the member's Nodes from the cache.
-func (r *Runtime) NodeLister() corelisters.NodeLister { return r.nodes.Lister() }
-
 // PodLister lists the member's Pods from the cache: foreign pods as
 // ForeignPod.Pod shows them.
 func (r *Runtime) PodLister() corelisters.PodLister { return podLister{r.pods.GetIndexer()} }
@@ -323,12 +325,12 @@ func (r *Runtime) ForeignPods() []*leafnode.PodUsage { return foreignPods(r.pods
 
 // HasSynced reports whether both informers have synced once.
 func (r *Runtime) HasSynced() bool {
-	return r.nodes.Informer().HasSynced() && r.pods.HasSynced()
+	return r.nodes.HasSynced() && r.pods.HasSynced()
 }
 
 // WaitForCacheSync waits until the informers have synced or ctx ends.
 func (r *Runtime) WaitForCacheSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), r.nodes.Informer().HasSynced, r.pods.HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), r.nodes.HasSynced, r.pods.HasSynced)
 }
 
 // Breaker returns the member's circuit breaker.

@@ -77,13 +77,18 @@ func TestTransform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := o.(*corev1.Node)
-	if n.ManagedFields != nil || n.Status.Images != nil || len(n.Annotations) != 1 || n.Annotations["leafsync.io/keep"] != "x" {
-		t.Errorf("node not stripped: %+v", n)
-	}
+	n := o.(*cachedNode)
 	// Allocatable, not capacity, is what the leaf's aggregation reads.
-	if n.Status.Allocatable.Cpu().String() != "4" || n.Labels["kubernetes.io/os"] != "linux" || len(n.Status.Conditions) != 1 {
+	if n.Allocatable.Cpu().String() != "4" || n.Labels.Get("kubernetes.io/os") != "linux" || !n.Ready || n.Name != "n1" {
 		t.Errorf("node lost what leafsync needs: %+v", n)
+	}
+	// The nodes of a pool share their labels but the hostname.
+	a, b := memberNode(kwokNode(1)), memberNode(kwokNode(2))
+	if reflect.ValueOf(a.Labels.Shared).UnsafePointer() != reflect.ValueOf(b.Labels.Shared).UnsafePointer() {
+		t.Errorf("equal labels not shared")
+	}
+	if a.Labels.Get(corev1.LabelHostname) != "node-1" || b.Labels.Get(corev1.LabelHostname) != "node-2" {
+		t.Errorf("hostnames %q, %q; want the nodes' own", a.Labels.Get(corev1.LabelHostname), b.Labels.Get(corev1.LabelHostname))
 	}
 
 	in2 := testPod("p", false)
@@ -162,12 +167,13 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 	if !rt.WaitForCacheSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
-	nodes, err := rt.NodeLister().List(labels.Everything())
-	if err != nil || len(nodes) != 2 {
-		t.Fatalf("nodes = %d, %v", len(nodes), err)
+	if nodes := rt.Nodes(); len(nodes) != 2 {
+		t.Fatalf("nodes = %d", len(nodes))
 	}
-	if nodes[0].Status.Images != nil || nodes[0].ManagedFields != nil {
-		t.Error("cached node was not transformed")
+	for _, o := range rt.NodeInformer().GetStore().List() {
+		if _, ok := o.(*cachedNode); !ok {
+			t.Errorf("a node is cached as %T", o)
+		}
 	}
 	pods, err := rt.PodLister().Pods("default").List(labels.Everything())
 	if err != nil || len(pods) != 2 {

@@ -8,7 +8,6 @@ import (
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // LeafsyncPrefix is the prefix of labels and annotations leafsync keeps on
@@ -31,11 +30,13 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 // transform_test.go's TestTransformKeepsWhatReadersRead), before objects
 // enter the cache, so that memory per member stays small.
 //
-//   - Nodes keep their name, labels and leafsync.io/ annotations,
-//     unschedulable, allocatable, the type and status of their conditions,
-//     kubelet version, OS and architecture, and declared features: what
-//     the leaf's aggregation reads. Conditions and allocatable lists are
-//     shared between nodes that report the same.
+//   - A node becomes a leafnode.MemberNode, what the leaf's aggregation
+//     and the verifier read: its name, labels, unschedulable, allocatable,
+//     whether it is Ready and under each pressure, kubelet version, OS and
+//     architecture, and declared features (cachedNode). Label sets (but
+//     the hostname), allocatable lists and features are shared between
+//     nodes that report the same: about 240 bytes a node in all, where
+//     the stripped *corev1.Node took 1,380 (TestCacheFootprint).
 //   - Pods leafsync synced (IsLeafsyncPod) keep everything but managed
 //     fields and the last-applied annotation: the pod syncer mirrors their
 //     status to the host.
@@ -47,7 +48,7 @@ func IsLeafsyncPod(p *corev1.Pod) bool {
 func transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Node:
-		return stripNode(o), nil
+		return memberNode(o), nil
 	case *corev1.Pod:
 		if !IsLeafsyncPod(o) {
 			return foreignPod(o), nil
@@ -71,51 +72,20 @@ func keepLeafsyncKeys(m map[string]string) map[string]string {
 	return kept
 }
 
-func stripNode(n *corev1.Node) *corev1.Node {
-	info := n.Status.NodeInfo
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
-			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
-			Labels: internLabels(n.Labels), Annotations: keepLeafsyncKeys(n.Annotations),
-		},
-		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
-		Status: corev1.NodeStatus{
-			Allocatable: requestShapes.intern(n.Status.Allocatable),
-			Conditions:  conditionShapes.intern(n.Status.Conditions),
-			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: intern(info.KubeletVersion),
-				OperatingSystem: intern(info.OperatingSystem), Architecture: intern(info.Architecture)},
-			DeclaredFeatures: n.Status.DeclaredFeatures,
-		},
-	}
-}
-
 // intern returns the one copy of s that every member's cache shares: a
 // decoded object's strings are allocations of their own, and most of a
 // node's labels, its OS and version, a pod's namespace, node and phase,
 // repeat across the objects of a member and across members.
 func intern(s string) string { return unique.Make(s).Value() }
 
-// internLabels keeps a node's labels with shared keys and values (a
-// hostname label's value is the node's own; the keys and the other values
-// repeat from node to node).
-func internLabels(l map[string]string) map[string]string {
-	if len(l) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(l))
-	for k, v := range l {
-		out[intern(k)] = intern(v)
-	}
-	return out
-}
-
 // Cached objects are never modified, so objects that hold the same list
 // can share one. Most pods of a workload request the same, and most nodes
-// of a member offer the same and report the same conditions.
+// of a member offer the same, carry the same labels but their hostname,
+// and declare the same features.
 var (
-	requestShapes   = resourceShapes{&shapes[corev1.ResourceList]{}}
-	conditionShapes = conditionShapeSet{&shapes[[]corev1.NodeCondition]{}}
+	requestShapes = resourceShapes{&shapes[corev1.ResourceList]{}}
+	labelShapes   = labelShapeSet{&shapes[map[string]string]{}}
+	featureShapes = featureShapeSet{&shapes[[]string]{}}
 )
 
 // maxShapes bounds each set: past it, new shapes are kept unshared.
@@ -126,7 +96,8 @@ type shapes[T any] struct {
 	m  map[string]T
 }
 
-func (s *shapes[T]) intern(key string, v T) T {
+// intern returns the shared value of key, made by mk if there is none.
+func (s *shapes[T]) intern(key string, mk func() T) T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if shared, ok := s.m[key]; ok {
@@ -135,6 +106,7 @@ func (s *shapes[T]) intern(key string, v T) T {
 	if s.m == nil {
 		s.m = map[string]T{}
 	}
+	v := mk()
 	if len(s.m) < maxShapes {
 		s.m[key] = v
 	}
@@ -155,28 +127,40 @@ func (s resourceShapes) intern(rl corev1.ResourceList) corev1.ResourceList {
 		b.WriteString(q.String())
 		b.WriteByte(';')
 	}
-	return s.shapes.intern(b.String(), rl)
+	return s.shapes.intern(b.String(), func() corev1.ResourceList { return rl })
 }
 
-// conditionShapeSet keeps of node conditions their type and status, what
-// the leaf reads (reasons, messages and times differ from node to node and
-// change at every heartbeat).
-type conditionShapeSet struct {
-	*shapes[[]corev1.NodeCondition]
-}
+// labelShapeSet shares label sets, their keys and values interned (label
+// keys and values hold no '=' or ';').
+type labelShapeSet struct{ *shapes[map[string]string] }
 
-func (s conditionShapeSet) intern(conds []corev1.NodeCondition) []corev1.NodeCondition {
-	if len(conds) == 0 {
+func (s labelShapeSet) intern(l map[string]string) map[string]string {
+	if len(l) == 0 {
 		return nil
 	}
 	var b strings.Builder
-	kept := make([]corev1.NodeCondition, len(conds))
-	for i, c := range conds {
-		kept[i] = corev1.NodeCondition{Type: c.Type, Status: c.Status}
-		b.WriteString(string(c.Type))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		b.WriteString(k)
 		b.WriteByte('=')
-		b.WriteString(string(c.Status))
+		b.WriteString(l[k])
 		b.WriteByte(';')
 	}
-	return s.shapes.intern(b.String(), kept)
+	return s.shapes.intern(b.String(), func() map[string]string {
+		kept := make(map[string]string, len(l))
+		for k, v := range l {
+			kept[intern(k)] = intern(v)
+		}
+		return kept
+	})
+}
+
+// featureShapeSet shares lists of declared features (feature names are
+// identifiers: no ';').
+type featureShapeSet struct{ *shapes[[]string] }
+
+func (s featureShapeSet) intern(features []string) []string {
+	if len(features) == 0 {
+		return nil
+	}
+	return s.shapes.intern(strings.Join(features, ";"), func() []string { return features })
 }

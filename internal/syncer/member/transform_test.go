@@ -1,41 +1,71 @@
 package member
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	nodeutil "k8s.io/component-helpers/node/util"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/leafsync/leafsync/internal/leafnode"
 )
 
 // What leafsync's readers read of a member's cached objects, in one place:
 // a reader that starts to read another field adds it here, or the
 // transform may strip it unnoticed.
 
-// nodeRead is what the leaf's aggregation (internal/leafnode Compute)
-// reads of a member node.
+// nodeRead is what the leaf's aggregation (internal/leafnode Compute) and
+// the verifier's capacity check read of a member node.
 type nodeRead struct {
 	Name                                          string
 	Labels                                        map[string]string // node selector, topology, OS and arch labels
 	Unschedulable                                 bool
 	Allocatable                                   corev1.ResourceList
-	Conditions                                    map[corev1.NodeConditionType]corev1.ConditionStatus // Ready, pressures
+	ConditionTrue                                 map[corev1.NodeConditionType]bool // Ready, pressures
 	KubeletVersion, OperatingSystem, Architecture string
 	DeclaredFeatures                              []string
 }
 
+// readConditions are the node conditions readers ask about.
+var readConditions = []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure}
+
+// readNode is what readers read of the node as the API serves it.
 func readNode(n *corev1.Node) nodeRead {
 	r := nodeRead{Name: n.Name, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable, Allocatable: n.Status.Allocatable,
-		Conditions:     map[corev1.NodeConditionType]corev1.ConditionStatus{},
+		ConditionTrue:  map[corev1.NodeConditionType]bool{},
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, OperatingSystem: n.Status.NodeInfo.OperatingSystem,
 		Architecture: n.Status.NodeInfo.Architecture, DeclaredFeatures: n.Status.DeclaredFeatures}
-	for _, c := range n.Status.Conditions {
-		r.Conditions[c.Type] = c.Status
+	for _, typ := range readConditions {
+		_, c := nodeutil.GetNodeCondition(&n.Status, typ)
+		r.ConditionTrue[typ] = c != nil && c.Status == corev1.ConditionTrue
+	}
+	return r
+}
+
+// readMemberNode is what readers read of the node as the cache keeps it:
+// its labels as a selector sees them (each of the node's keys, and a key
+// it lacks).
+func readMemberNode(n *leafnode.MemberNode, keys []string) nodeRead {
+	r := nodeRead{Name: n.Name, Labels: map[string]string{}, Unschedulable: n.Unschedulable, Allocatable: n.Allocatable,
+		ConditionTrue:  map[corev1.NodeConditionType]bool{},
+		KubeletVersion: n.KubeletVersion, OperatingSystem: n.OperatingSystem, Architecture: n.Architecture,
+		DeclaredFeatures: n.DeclaredFeatures}
+	for _, k := range append(keys, "absent") {
+		if v, ok := n.Labels.Lookup(k); ok && n.Labels.Has(k) && n.Labels.Get(k) == v {
+			r.Labels[k] = v
+		}
+	}
+	for _, typ := range readConditions {
+		r.ConditionTrue[typ] = n.ConditionTrue(typ)
 	}
 	return r
 }
@@ -69,13 +99,22 @@ func TestTransformKeepsWhatReadersRead(t *testing.T) {
 	node.Spec.Unschedulable = true
 	node.Status.NodeInfo.KubeletVersion = "v1.36.3"
 	node.Status.DeclaredFeatures = []string{"InPlacePodResize"}
+	node.Status.Conditions[2].Status = corev1.ConditionTrue // disk pressure
 	want := readNode(node.DeepCopy())
 	o, err := transform(node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readNode(o.(*corev1.Node)); !equality.Semantic.DeepEqual(want, got) {
+	c, ok := o.(*cachedNode)
+	if !ok {
+		t.Fatalf("a node is cached as %T", o)
+	}
+	if got := readMemberNode(&c.MemberNode, slices.Collect(maps.Keys(node.Labels))); !equality.Semantic.DeepEqual(want, got) {
 		t.Errorf("a node's cache entry lost what the leaf reads:\n got %+v\nwant %+v", got, want)
+	}
+	if m, err := meta.Accessor(o); err != nil || m.GetName() != node.Name || m.GetResourceVersion() != node.ResourceVersion {
+		// The informer tells a change from a resync by the version.
+		t.Errorf("a cached node's metadata: %v, %v; want its name and resource version", m, err)
 	}
 
 	pod := kwokPod(1, "node-1")

@@ -3,9 +3,7 @@ package verify
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/leafsync/leafsync/internal/syncer/member"
 	"github.com/leafsync/leafsync/internal/syncer/registration"
@@ -24,12 +22,13 @@ func checkCapacity(rt *member.Runtime, annotations map[string]string) Result {
 			sel = s
 		}
 	}
-	nodes, err := rt.NodeLister().List(sel)
-	if err != nil {
-		return Result{Check: CheckCapacity, Outcome: Inconclusive, Message: err.Error()}
-	}
-	for _, n := range nodes {
-		if _, c := nodeutil.GetNodeCondition(&n.Status, corev1.NodeReady); c != nil && c.Status == corev1.ConditionTrue && !n.Spec.Unschedulable {
+	seen := 0
+	for _, n := range rt.Nodes() {
+		if !sel.Matches(&n.Labels) {
+			continue
+		}
+		seen++
+		if n.Ready && !n.Unschedulable {
 			return Result{Check: CheckCapacity, Outcome: Passed}
 		}
 	}
@@ -38,5 +37,5 @@ func checkCapacity(rt *member.Runtime, annotations map[string]string) Result {
 		what = fmt.Sprintf("no member node matching %s=%q", registration.AnnotationNodeSelector, sel)
 	}
 	return Result{Check: CheckCapacity, Outcome: Failed, Message: fmt.Sprintf(
-		"%s is Ready and schedulable (%d seen): uncordon a node or add one to the member", what, len(nodes))}
+		"%s is Ready and schedulable (%d seen): uncordon a node or add one to the member", what, seen)}
 }
