@@ -192,7 +192,7 @@ func New(c client.Client, o Options) (*Controller, error) {
 		pending: map[string]*swap{},
 	}
 	if own := o.Ownership; own != nil {
-		ctl.runtimes.take = own.Take
+		ctl.runtimes.take, ctl.runtimes.changed = own.Take, own.Changed
 		ctl.runtimes.restore = func(ctx context.Context, cluster string) {
 			if o.Restore != nil {
 				o.Restore(ctx, cluster, reg)

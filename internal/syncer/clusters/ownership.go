@@ -39,11 +39,19 @@ type Ownership interface {
 	// later try once the holder passed it over); it reports whether it is
 	// the writer afterwards.
 	Take(ctx context.Context, cluster string) (bool, error)
+	// Changed is closed when the member's assignment, writer or writer's
+	// liveness next changes in this replica's view: a take waiting for
+	// the writer to pass the member over tries again then. Got before the
+	// Take it follows, it misses no change in between.
+	Changed(cluster string) <-chan struct{}
 	// Release gives a deregistered member up.
 	Release(ctx context.Context, cluster string) error
 }
 
-// takeRetry spaces the tries to take a member this replica is assigned.
+// takeRetry spaces the tries to take a member this replica is assigned
+// while its view of the member does not change (Changed): the rules with a
+// delay (a failover, an unanswered request) and a failed call are tried
+// again then.
 const takeRetry = time.Second
 
 // Sharded reports whether members are sharded across replicas: then each

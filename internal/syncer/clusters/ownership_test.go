@@ -21,10 +21,33 @@ type ownership struct {
 	mayTake  map[string]bool
 	takes    map[string]int
 	released []string
+	waiting  map[string]chan struct{}
 }
 
 func newOwnership() *ownership {
-	return &ownership{assigned: map[string]bool{}, acting: map[string]bool{}, mayTake: map[string]bool{}, takes: map[string]int{}}
+	return &ownership{assigned: map[string]bool{}, acting: map[string]bool{}, mayTake: map[string]bool{}, takes: map[string]int{},
+		waiting: map[string]chan struct{}{}}
+}
+
+func (o *ownership) Changed(c string) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.waiting[c] == nil {
+		o.waiting[c] = make(chan struct{})
+	}
+	return o.waiting[c]
+}
+
+// passOver lets a take of c succeed and wakes those waiting on Changed(c),
+// as the sharding does when its informer shows the holder passed c here.
+func (o *ownership) passOver(c string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mayTake[c] = true
+	if ch := o.waiting[c]; ch != nil {
+		close(ch)
+		delete(o.waiting, c)
+	}
 }
 
 func (o *ownership) Assigned(c string) bool { o.mu.Lock(); defer o.mu.Unlock(); return o.assigned[c] }
@@ -82,6 +105,17 @@ func connectedShardedMember(t *testing.T) (*ownership, *env, *int) {
 	return own, e, hooks
 }
 
+// assignedShardedMember registers member east, assigned to this replica
+// and not taken yet: its runtime starts and tries to take it.
+func assignedShardedMember(t *testing.T) (*ownership, *env) {
+	own := newOwnership()
+	own.set(func(o *ownership) { o.assigned["east"] = true })
+	e := newShardedEnv(t, own)
+	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
+	e.mustReconcile("east")
+	return own, e
+}
+
 // untouched fails the test if the Secret carries anything of leafsync's
 // or has an Event.
 func (e *env) untouched(name string) {
@@ -121,11 +155,7 @@ func TestShardedMemberOfAnotherReplica(t *testing.T) {
 // Secret written only once the take succeeded.
 func TestShardedTakeBeforePublish(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	own := newOwnership()
-	own.set(func(o *ownership) { o.assigned["east"] = true })
-	e := newShardedEnv(t, own)
-	e.create("east", "east", e.srv.Kubeconfig("token"), nil, time.Minute)
-	e.mustReconcile("east")
+	own, e := assignedShardedMember(t)
 	if !e.ctl.runtimes.has("east") {
 		t.Fatal("no runtime for an assigned member")
 	}
@@ -154,6 +184,32 @@ func TestShardedTakeBeforePublish(t *testing.T) {
 	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
 	if !controllerutil.ContainsFinalizer(e.get("east"), registration.Finalizer) {
 		t.Error("no finalizer once the member is this replica's")
+	}
+	e.ctl.Shutdown()
+	e.srv.Close()
+}
+
+// TestShardedTakeFollowsThePassOver: a member whose holder was asked for
+// it is taken and published as soon as the sharding says the holder passed
+// it over (Changed), not at the next timed try: no clock moves here.
+func TestShardedTakeFollowsThePassOver(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own, e := assignedShardedMember(t)
+	// The first try asks the holder, which has not passed the member yet.
+	for deadline := time.Now().Add(10 * time.Second); own.takesOf("east") < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the runtime never tried to take its member")
+		}
+	}
+	own.passOver("east")
+	published := func() bool { _, ok := e.ctl.Registry().Member("east"); return ok }
+	for deadline := time.Now().Add(10 * time.Second); !published(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the member was not taken on the pass-over (%d tries): it waits for the next timed try", own.takesOf("east"))
+		}
+	}
+	if n := own.takesOf("east"); n != 2 {
+		t.Errorf("%d tries to take the member, want 2: the request and the take after the pass-over", n)
 	}
 	e.ctl.Shutdown()
 	e.srv.Close()

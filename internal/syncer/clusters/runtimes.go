@@ -35,9 +35,11 @@ type runtimes struct {
 	clock        clock.Clock
 	log          logr.Logger
 	// take (nil: not sharded) makes this replica the member's writer
-	// (Ownership.Take); restore hands the member's saved state to the
+	// (Ownership.Take); changed wakes a take that waits for it
+	// (Ownership.Changed); restore hands the member's saved state to the
 	// Registry once taken.
 	take    func(ctx context.Context, cluster string) (bool, error)
+	changed func(cluster string) <-chan struct{}
 	restore func(ctx context.Context, cluster string)
 
 	mu       sync.Mutex

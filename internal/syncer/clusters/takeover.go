@@ -52,6 +52,8 @@ func (r *runtimes) takeAndPublish(ctx context.Context, p *swap) {
 	synced := p.rt.WaitForCacheSync(syncCtx)
 	cancelSync()
 	for ctx.Err() == nil {
+		// Before the try: a pass-over seen after it wakes the wait.
+		changed := r.changed(cluster)
 		taken, err := r.take(ctx, cluster)
 		if err != nil {
 			r.log.V(1).Info("taking the member failed; trying again", "cluster", cluster, "error", err.Error())
@@ -62,9 +64,10 @@ func (r *runtimes) takeAndPublish(ctx context.Context, p *swap) {
 		t := r.clock.NewTimer(takeRetry)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+		case <-changed:
 		case <-t.C():
 		}
+		t.Stop()
 	}
 	if ctx.Err() != nil {
 		return

@@ -108,6 +108,9 @@ type Sharder struct {
 	taken     map[Reason]uint64
 	// changed is closed and replaced whenever the view is recomputed.
 	changed chan struct{}
+	// waiting: per member, closed when a recomputation finds what
+	// OnChange is told of changed for it (Changed).
+	waiting map[string]chan struct{}
 }
 
 // New returns a Sharder; Start runs it.
@@ -119,7 +122,7 @@ func New(o Options) (*Sharder, error) {
 		opts: o, clock: o.Clock, kick: make(chan struct{}, 1),
 		former: map[string]bool{}, replicas: map[string]replicaObs{}, members: map[string]memberObs{},
 		assigned: map[string]string{}, requested: map[string]string{}, last: map[string]memberState{}, taken: map[Reason]uint64{},
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), waiting: map[string]chan struct{}{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
@@ -218,6 +221,23 @@ func (s *Sharder) Holder(cluster string) (h Holder, ok bool) {
 // over. It reports whether this replica is the writer afterwards.
 func (s *Sharder) Take(ctx context.Context, cluster string) (bool, error) {
 	return s.take(ctx, cluster)
+}
+
+// Changed returns a channel closed when this replica's view of the member
+// next changes in what OnChange is told of: its assignment, its holder,
+// whether this replica acts on it, the holder's liveness. A take that
+// waits for the holder to pass the member over tries again then, as soon
+// as the informer shows the pass, not at its next timed try. Get it before
+// the Take it follows, so that no change in between goes unheard.
+func (s *Sharder) Changed(cluster string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.waiting[cluster]
+	if !ok {
+		ch = make(chan struct{})
+		s.waiting[cluster] = ch
+	}
+	return ch
 }
 
 // Confirm reads the member Lease afresh: nil only if this incarnation is

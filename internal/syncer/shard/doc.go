@@ -18,8 +18,10 @@
 // caches are synced, asks for the member (AnnotationHandoverTo on the
 // member Lease); the owner stops acting on it as soon as it sees the
 // request and passes the Lease over; the new owner acts once it sees
-// itself as holder. Decide is the pure rule of when a replica may take or
-// ask for a member, AnswerRequest the owner's side.
+// itself as holder (Changed wakes its take when its informer shows the
+// pass, and the owner answers as its informer shows the request: neither
+// waits for a timed look). Decide is the pure rule of when a replica may
+// take or ask for a member, AnswerRequest the owner's side.
 //
 // # Objects (leafsync's namespace, labelled leafsync.io/shard-ring=<ring>)
 //

@@ -176,3 +176,35 @@ func TestRequestToAHolderThatDies(t *testing.T) {
 		t.Errorf("handover-to %q left on the Lease after the failover", l.Annotations[AnnotationHandoverTo])
 	}
 }
+
+// TestPassOverWakesTheTaker: the taker hears of the pass-over from its
+// informer (Changed, the member's next recomputation), with no clock
+// moving: the holder answers the request as its informer shows it, and the
+// taker acts once its view names it holder, not at a timed next try.
+func TestPassOverWakesTheTaker(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	p := startPair(t, api, clk, clk)
+	a, b, m := p.a, p.b, p.ofA[0]
+	oneWriter(t, a, b, []string{m})
+	drainToB(t, api, p)
+	changed := b.Changed(m)
+	if ok, err := b.Take(context.Background(), m); ok || err != nil {
+		t.Fatalf("the first Take: %v %v, want a request", ok, err)
+	}
+	// Only a wake says when to look: the view may change for other
+	// reasons first (the holder's liveness), never the clocks here.
+	for !b.Acting(m) {
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("b was not woken by the pass-over of %s (holder %+v)", m, api.lease(t, MemberLeaseName(m)).Spec)
+		}
+		changed = b.Changed(m)
+	}
+	if ok, err := b.Take(context.Background(), m); !ok || err != nil {
+		t.Fatalf("the Take after the wake: %v %v", ok, err)
+	}
+	if a.Acting(m) {
+		t.Fatalf("a still acts on %s after passing it over", m)
+	}
+}

@@ -151,6 +151,12 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 		}
 	}
 	s.last = states
+	for _, m := range changed {
+		if ch, ok := s.waiting[m]; ok {
+			close(ch)
+			delete(s.waiting, m)
+		}
+	}
 	var asked []string
 	for m := range s.members {
 		if s.askedLocked(m) {
