@@ -10,9 +10,8 @@ import (
 
 // cachedNode is what a member's cache keeps of a node: what the leaf
 // reads of it (leafnode.MemberNode), about a sixth of the stripped
-// *corev1.Node it kept before (TestCacheFootprint), and its version, by
-// which the informer tells a change (passed to every handler) from a
-// resync (passed to none of the handlers leafsync adds).
+// *corev1.Node it kept before (TestCacheFootprint), and its resource
+// version, by which the informer tells a change from a resync.
 type cachedNode struct {
 	leafnode.MemberNode
 	resourceVersion string
