@@ -96,6 +96,13 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	// Sharded: the leaf of a member this replica takes is fenced before
+	// the member is published (leafFence, made below with the leaf
+	// Nodes' informer).
+	var fenceLeaf, fenceHook func(ctx context.Context, cluster, leaf string) error
+	if sharder != nil {
+		fenceHook = func(ctx context.Context, cluster, leaf string) error { return fenceLeaf(ctx, cluster, leaf) }
+	}
 	ctl, err := clusters.New(mgr.GetClient(), clusters.Options{
 		Namespace: cfg.Namespace,
 		Policy: registration.Policy{
@@ -124,6 +131,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 		OnObserve: state.persister.Observed,
 		Clock:     o.clock,
 		Ownership: own,
+		FenceLeaf: fenceHook,
 	})
 	if err != nil {
 		return err
@@ -139,6 +147,11 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 	leafNodes, err := setupLeafNodes(mgr, sharder != nil)
 	if err != nil {
 		return err
+	}
+	if sharder != nil {
+		if fenceLeaf, err = leafFence(mgr, sharder, leafNodes); err != nil {
+			return err
+		}
 	}
 	records, err := setupEvictionGuard(mgr, cfg, ctl.Registry(), leafNodes, o.clock)
 	if err != nil {

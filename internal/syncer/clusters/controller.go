@@ -120,6 +120,10 @@ type Options struct {
 	// Ownership (nil: not sharded) is this replica's share of the members
 	// when they are sharded across replicas (ownership.go).
 	Ownership Ownership
+	// FenceLeaf (sharded; nil: none) writes the leaf of a member this
+	// replica has just taken, before the member is published; the take
+	// counts once it succeeded (fence.go).
+	FenceLeaf func(ctx context.Context, cluster, leaf string) error
 }
 
 // Controller reconciles registration Secrets: it owns the registration
@@ -198,6 +202,9 @@ func New(c client.Client, o Options) (*Controller, error) {
 				o.Restore(ctx, cluster, reg)
 			}
 		}
+	}
+	if own := o.Ownership; own != nil && o.FenceLeaf != nil {
+		ctl.runtimes.take = ctl.runtimes.fencedTake(own.Take, o.FenceLeaf)
 	}
 	return ctl, nil
 }
