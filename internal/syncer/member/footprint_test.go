@@ -1,18 +1,24 @@
 package member
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/leafsync/leafsync/internal/syncer/member/membertest"
 )
 
 // kwokNode is a member node as make bench-scale's members serve it
@@ -175,3 +181,80 @@ const (
 	podBudget  = 240 // 1,505 before the ForeignPod
 	nodeBudget = 320 // 3,595 before nodes kept only what the leaf reads, 1,378 as a stripped *corev1.Node
 )
+
+// BenchmarkRuntimeFootprint starts member Runtimes, each against a test
+// API server of make bench-scale's member shape (200 nodes, 2,000 pods),
+// and reports the heap and goroutines each adds once its caches have
+// synced: what a registration costs leafsync beyond its cache entries
+// (TestCacheFootprint). The servers run in this process: their objects
+// are allocated before the measure starts, but their side of each
+// connection counts; the heap profile written to $HEAP_PROFILE, if set,
+// while the runtimes run tells the two apart (and $HEAP_PROFILE.goroutines
+// which goroutines each member adds):
+//
+//	HEAP_PROFILE=/tmp/heap.out go test -run XXX -bench RuntimeFootprint -benchtime 1x -memprofilerate 1 ./internal/syncer/member/
+//	go tool pprof -top -inuse_space /tmp/heap.out
+func BenchmarkRuntimeFootprint(b *testing.B) {
+	const members = 10
+	servers := make([]*membertest.Server, members)
+	for i := range servers {
+		nodes := make([]corev1.Node, 200)
+		for j := range nodes {
+			nodes[j] = *kwokNode(j)
+			nodes[j].ManagedFields = nil // the test server speaks JSON; their raw bytes are not
+		}
+		pods := make([]corev1.Pod, 2000)
+		for j := range pods {
+			pods[j] = *kwokPod(j, fmt.Sprintf("node-%d", j%200))
+			pods[j].ManagedFields = nil
+		}
+		servers[i] = membertest.NewServer(b, nodes, pods)
+	}
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		goroutines := runtime.NumGoroutine()
+		ctx, cancel := context.WithCancel(context.Background())
+		runtimes := make([]*Runtime, members)
+		for i, s := range servers {
+			rt, err := New(Options{Cluster: fmt.Sprintf("m%d", i), RESTConfig: s.RESTConfig(), Logger: logr.Discard()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rt.Start(ctx)
+			runtimes[i] = rt
+		}
+		for _, rt := range runtimes {
+			if !rt.WaitForCacheSync(ctx) {
+				b.Fatal("caches did not sync")
+			}
+		}
+		time.Sleep(time.Second) // the list's buffers go, the watches settle
+		runtime.GC()
+		runtime.GC() // what sync.Pools hold survives one
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/members, "heap-B/member")
+		b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/members, "goroutines/member")
+		if path := os.Getenv("HEAP_PROFILE"); path != "" {
+			writeProfile(b, "heap", path)
+			writeProfile(b, "goroutine", path+".goroutines")
+		}
+		cancel()
+		for _, rt := range runtimes {
+			rt.Stop()
+		}
+	}
+}
+
+func writeProfile(b *testing.B, name, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -243,7 +243,9 @@ func (r *Runtime) Start(ctx context.Context) {
 	}
 	r.started = true
 	ctx, r.cancel = context.WithCancel(ctx)
-	r.factory.Start(ctx.Done())
+	// With the context, not its Done channel: an informer's context made
+	// from a channel costs a goroutine of its own, per informer and member.
+	r.factory.StartWithContext(ctx)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

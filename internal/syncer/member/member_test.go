@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -242,4 +243,38 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 	}
 	mu.Unlock()
 	api.Close()
+}
+
+// TestRuntimeInformersNeedNoContextGoroutine: informers started from a
+// channel (factory.Start) run on a context made from it, and every context
+// derived from that costs a goroutine (context.propagateCancel), per
+// informer and member; started with the runtime's own context, none.
+func TestRuntimeInformersNeedNoContextGoroutine(t *testing.T) {
+	api := membertest.NewServer(t, []corev1.Node{testNode("n1")}, []corev1.Pod{testPod("p1", false)})
+	rt, err := New(Options{Cluster: "east", RESTConfig: api.RESTConfig(), Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := contextGoroutines()
+	rt.Start(ctx)
+	if !rt.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	if n := contextGoroutines() - before; n > 0 {
+		t.Errorf("a started runtime adds %d goroutines that only wait to pass a cancel on, want none", n)
+	}
+}
+
+func contextGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "context.(*cancelCtx).propagateCancel") {
+			n++
+		}
+	}
+	return n
 }
