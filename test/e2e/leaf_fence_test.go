@@ -32,13 +32,7 @@ import (
 func TestLeafWriteFencedByVersion(t *testing.T) {
 	host := harness.StartCluster(t, harness.ClusterOptions{Name: "host"})
 	ctx := context.Background()
-	client := func() kubernetes.Interface { // one per writer, as two processes have
-		c, err := kubernetes.NewForConfig(host.RESTConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	client := func() kubernetes.Interface { return ownClient(t, host) } // one per writer, as two processes have
 	const cluster, leaf = "fence-1", "leaf-fence-1"
 	want := func(msg string, cordoned bool) leafnode.Desired {
 		n := &corev1.Node{
@@ -57,14 +51,6 @@ func TestLeafWriteFencedByVersion(t *testing.T) {
 			}
 		}
 		return d
-	}
-	readyMessage := func(n *corev1.Node) string {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Message
-			}
-		}
-		return ""
 	}
 	get := func() *corev1.Node {
 		n, err := host.Client().CoreV1().Nodes().Get(ctx, leaf, metav1.GetOptions{})
@@ -92,7 +78,7 @@ func TestLeafWriteFencedByVersion(t *testing.T) {
 	if err := a.Sync(ctx, want("A again", false)); err != nil {
 		t.Fatal(err)
 	}
-	if got := readyMessage(get()); got != "A again" {
+	if got := readyMessageOf(get()); got != "A again" {
 		t.Fatalf("A's second write did not land: Ready message %q", got)
 	}
 
@@ -104,8 +90,8 @@ func TestLeafWriteFencedByVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	byB := get()
-	if readyMessage(byB) != "B" {
-		t.Fatalf("B's write did not land: Ready message %q", readyMessage(byB))
+	if readyMessageOf(byB) != "B" {
+		t.Fatalf("B's write did not land: Ready message %q", readyMessageOf(byB))
 	}
 
 	// A resumes: its status write, then its taint write, decided from its
@@ -115,7 +101,7 @@ func TestLeafWriteFencedByVersion(t *testing.T) {
 		_ = a.Sync(ctx, d) // refused: an error or nothing, but no write
 		after := get()
 		if after.ResourceVersion != byB.ResourceVersion {
-			t.Fatalf("the resumed writer's write landed over the new writer's: Ready message %q, taints %v", readyMessage(after), after.Spec.Taints)
+			t.Fatalf("the resumed writer's write landed over the new writer's: Ready message %q, taints %v", readyMessageOf(after), after.Spec.Taints)
 		}
 		if aAsked.Load() == asked {
 			t.Fatalf("the resumed writer's write was refused, but it was never asked again whether it may write")

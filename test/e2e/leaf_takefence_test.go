@@ -32,13 +32,7 @@ import (
 func TestLeafFencedAtTake(t *testing.T) {
 	host := harness.StartCluster(t, harness.ClusterOptions{Name: "host"})
 	ctx := context.Background()
-	client := func() kubernetes.Interface { // one per writer, as two processes have
-		c, err := kubernetes.NewForConfig(host.RESTConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	client := func() kubernetes.Interface { return ownClient(t, host) } // one per writer, as two processes have
 	const cluster, leaf = "takefence-1", "leaf-takefence-1"
 	// The desired leaf, built by hand: what the writers write matters
 	// here, not how leafnode.Compute derives it.
@@ -147,6 +141,17 @@ func takeB(t *testing.T, ctx context.Context, c kubernetes.Interface, cluster, l
 	}
 }
 
+// ownClient is a host client of its own, as another process has.
+func ownClient(t *testing.T, host *harness.Cluster) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(host.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readyMessageOf is the message of the node's Ready condition.
 func readyMessageOf(n *corev1.Node) string {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
