@@ -21,8 +21,9 @@ import (
 //	not Assigned, not Acting ─> nothing runs, nothing is written
 //	Assigned, not Acting ─────> the runtime starts unpublished; once its
 //	                            caches synced (or SwapTimeout passed) it
-//	                            Takes the member, then restores its saved
-//	                            state and publishes it (runtimes.takeOver)
+//	                            Takes the member, fences its leaf
+//	                            (fence.go), then restores its saved state
+//	                            and publishes it (runtimes.takeOver)
 //	Acting ───────────────────> the registration lifecycle as unsharded:
 //	                            finalizer, status, Events, cleanup
 //	was Acting, a newer holder,

@@ -12,8 +12,9 @@ import (
 // for the runtime's caches to sync, bounded by SwapTimeout (make before
 // break: the previous writer keeps serving meanwhile; a member that cannot
 // be reached is taken all the same, so its leaf's Lease is renewed from
-// its saved state). Then the member's saved state is restored and the
-// member published; its Secret is looked at again, now as its writer's.
+// its saved state). The take counts once the member's leaf is fenced
+// (fence.go). Then the member's saved state is restored and the member
+// published; its Secret is looked at again, now as its writer's.
 
 // takeOverLocked starts (or keeps) the unpublished runtime of spec's
 // member and its take; r.mu must be held.
