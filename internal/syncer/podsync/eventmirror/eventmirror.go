@@ -163,7 +163,9 @@ func (c *Controller) watch(parent context.Context, m clusters.Member, mr *mirror
 		if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 			return
 		}
-		factory.Start(ctx.Done())
+		// With the context itself: a context made from ctx.Done() costs a
+		// goroutine per informer (see member.Runtime.Start).
+		factory.StartWithContext(ctx)
 		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 			mr.synced()
 		}
