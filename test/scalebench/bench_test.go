@@ -258,7 +258,13 @@ func (b *bench) register(ctx context.Context, i int) (time.Time, error) {
 }
 
 // leafUpdates removes member nodes one at a time and measures how long
-// each leaf of that member takes to show the lost capacity.
+// each leaf of that member takes to show the node gone. The node offers a
+// resource of its own (markerResource), so that "the leaf shows the node"
+// is not confused with a capacity change of another cause: comparing the
+// leaf's cpu/memory/pods before and after took a deferred write of the
+// churn's pods, landing while the bench waited for the added node, for the
+// node itself; the node was then deleted before that leaf had counted it,
+// and its leaf, right all along, looked as if it missed the removal.
 func (b *bench) leafUpdates(ctx context.Context) ([]float64, error) {
 	var out []float64
 	for k := range b.p.updates {
@@ -269,24 +275,25 @@ func (b *bench) leafUpdates(ctx context.Context) ([]float64, error) {
 		for i := mi; i < b.regs; i += len(b.members) {
 			leaves = append(leaves, leafName(i))
 		}
-		before := b.w.capacities(leaves)
-		if _, err := m.AddNodes(ctx, name, 1, harness.NodeSpec{}); err != nil {
+		spec := harness.NodeSpec{Allocatable: harness.DefaultAllocatable()}
+		spec.Allocatable[markerResource] = resource.MustParse("1")
+		if _, err := m.AddNodes(ctx, name, 1, spec); err != nil {
 			return nil, err
 		}
 		// Not timed: the node becomes Ready when kwok gets to it.
-		if err := b.w.waitChanged(leaves, before, time.Now().Add(5*time.Minute)); err != nil {
+		if err := b.w.waitMarked(leaves, true, time.Now().Add(5*time.Minute)); err != nil {
 			return nil, fmt.Errorf("leaves did not show added node %s-0: %w", name, err)
 		}
-		before = b.w.capacities(leaves)
 		at := time.Now()
 		if err := m.Client().CoreV1().Nodes().Delete(ctx, name+"-0", metav1.DeleteOptions{}); err != nil {
 			return nil, err
 		}
-		if err := b.w.waitChanged(leaves, before, time.Now().Add(5*time.Minute)); err != nil {
+		if err := b.w.waitMarked(leaves, false, time.Now().Add(5*time.Minute)); err != nil {
+			b.diagnose(ctx, leaves, mi, name+"-0")
 			return nil, fmt.Errorf("leaves did not show removed node %s-0: %w", name, err)
 		}
 		for _, l := range leaves {
-			out = append(out, b.w.changedAt(l).Sub(at).Seconds())
+			out = append(out, b.w.markedAt(l).Sub(at).Seconds())
 		}
 	}
 	b.extra += b.p.updates
@@ -452,17 +459,22 @@ func writesIn(reqs map[string]int) float64 {
 	return float64(n)
 }
 
-// leafWatch follows the host's Nodes: when each leaf was first Ready and
-// when its capacity last changed.
+// markerResource is offered by the member nodes leafUpdates adds and
+// removes, and by no other node: a leaf offers it exactly while it counts
+// such a node.
+const markerResource corev1.ResourceName = "scalebench.leafsync.io/extra-node"
+
+// leafWatch follows the host's Nodes: when each leaf was first Ready, and
+// whether and since when it offers markerResource.
 type leafWatch struct {
-	mu       sync.Mutex
-	ready    map[string]time.Time
-	capacity map[string]string
-	changed  map[string]time.Time
+	mu     sync.Mutex
+	ready  map[string]time.Time
+	marked map[string]bool
+	since  map[string]time.Time // when marked last changed
 }
 
 func newLeafWatch(t *testing.T, host *harness.Cluster) *leafWatch {
-	w := &leafWatch{ready: map[string]time.Time{}, capacity: map[string]string{}, changed: map[string]time.Time{}}
+	w := &leafWatch{ready: map[string]time.Time{}, marked: map[string]bool{}, since: map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := informers.NewSharedInformerFactory(host.Client(), 0)
@@ -478,20 +490,16 @@ func newLeafWatch(t *testing.T, host *harness.Cluster) *leafWatch {
 		if _, seen := w.ready[n.Name]; !seen && harness.NodeReady(n) == corev1.ConditionTrue {
 			w.ready[n.Name] = now
 		}
-		c := capacityKey(n)
-		if old, ok := w.capacity[n.Name]; !ok || old != c {
-			w.capacity[n.Name], w.changed[n.Name] = c, now
+		q, has := n.Status.Capacity[markerResource]
+		marked := has && !q.IsZero()
+		if old, ok := w.marked[n.Name]; !ok || old != marked {
+			w.marked[n.Name], w.since[n.Name] = marked, now
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, o any) { on(o) }})
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	return w
-}
-
-func capacityKey(n *corev1.Node) string {
-	c := n.Status.Capacity
-	return c.Cpu().String() + "/" + c.Memory().String() + "/" + c.Pods().String()
 }
 
 func (w *leafWatch) waitReady(leaf string, deadline time.Time) (time.Time, error) {
@@ -509,37 +517,35 @@ func (w *leafWatch) waitReady(leaf string, deadline time.Time) (time.Time, error
 	}
 }
 
-func (w *leafWatch) capacities(leaves []string) map[string]string {
+func (w *leafWatch) markedAt(leaf string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string]string{}
+	return w.since[leaf]
+}
+
+// unlike lists the leaves whose marked state is not want.
+func (w *leafWatch) unlike(leaves []string, want bool) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
 	for _, l := range leaves {
-		out[l] = w.capacity[l]
+		if w.marked[l] != want {
+			out = append(out, l)
+		}
 	}
 	return out
 }
 
-func (w *leafWatch) changedAt(leaf string) time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.changed[leaf]
-}
-
-// waitChanged waits until every leaf's capacity differs from before.
-func (w *leafWatch) waitChanged(leaves []string, before map[string]string, deadline time.Time) error {
+// waitMarked waits until every leaf offers markerResource (want) or none
+// does (!want).
+func (w *leafWatch) waitMarked(leaves []string, want bool, deadline time.Time) error {
 	for {
-		now := w.capacities(leaves)
-		var same []string
-		for _, l := range leaves {
-			if now[l] == before[l] {
-				same = append(same, l)
-			}
-		}
-		if len(same) == 0 {
+		off := w.unlike(leaves, want)
+		if len(off) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d leaves unchanged (%s…)", len(same), same[0])
+			return fmt.Errorf("%d leaves not showing it (%s…)", len(off), off[0])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
