@@ -152,6 +152,18 @@ func (s *state) restoreHook(ctx context.Context, cluster string, into *clusters.
 	}
 }
 
+// takenBackHook is clusters.Options.TakenBack: a member this replica kept
+// warm through a lapse of its shard Lease is its again, one writer term
+// up; the Keeper reads its records in that term (and writes what waited
+// in memory), as it would on a take before publishing. Otherwise two
+// take backs without a write in between would look to the Keeper like a
+// term held by another replica, and it would drop what it had not written.
+func (s *state) takenBackHook(ctx context.Context, cluster string) {
+	if err := s.keeper.Load(ctx, cluster); err != nil {
+		s.log.Error(err, "reading the member's state records after taking it back failed; its next write reads them", "cluster", cluster)
+	}
+}
+
 // registration is the registration Secret of a member (nil if unknown):
 // what the persister's Events are about.
 func (s *state) registration(cluster string) runtime.Object {

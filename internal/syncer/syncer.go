@@ -128,6 +128,7 @@ func Setup(mgr manager.Manager, cfg config.Config, opts ...Option) error {
 		Logger:    mgr.GetLogger(),
 		Reader:    mgr.GetAPIReader(),
 		Restore:   state.restoreHook,
+		TakenBack: state.takenBackHook,
 		OnObserve: state.persister.Observed,
 		Clock:     o.clock,
 		Ownership: own,

@@ -113,6 +113,12 @@ type Options struct {
 	// into.Restore here is in place before the first observation. It may
 	// block briefly (reading the state store); it bounds its own wait.
 	Restore func(ctx context.Context, cluster string, into *Registry)
+	// TakenBack (may be nil; sharded) is called once this replica took
+	// back a member it kept warm while its shard Lease lapsed (nothing
+	// is restored: its runtime and engine state stayed; it acts on the
+	// member from the take on): the state store reads the member's
+	// records in the new writer term. It bounds its own wait.
+	TakenBack func(ctx context.Context, cluster string)
 	// OnObserve (may be nil) is called after every observation the engine
 	// accepted, with the decision the Decided event carries (e.g. to
 	// persist its Snapshot). It must not block.
@@ -194,9 +200,11 @@ func New(c client.Client, o Options) (*Controller, error) {
 		swaps:   map[string]*swap{},
 		gates:   map[*member.Runtime]context.CancelFunc{},
 		pending: map[string]*swap{},
+		backs:   map[string]context.CancelFunc{},
 	}
 	if own := o.Ownership; own != nil {
 		ctl.runtimes.take, ctl.runtimes.changed = own.Take, own.Changed
+		ctl.runtimes.takeBackFrom, ctl.runtimes.resume = own.TakeBack, o.TakenBack
 		ctl.runtimes.restore = func(ctx context.Context, cluster string) {
 			if o.Restore != nil {
 				o.Restore(ctx, cluster, reg)

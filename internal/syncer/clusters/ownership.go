@@ -26,6 +26,10 @@ import (
 //	                            and publishes it (runtimes.takeOver)
 //	Acting ───────────────────> the registration lifecycle as unsharded:
 //	                            finalizer, status, Events, cleanup
+//	was Acting, the shard Lease
+//	lapsed, nobody took it ────> KeepWarm: the runtime stays published,
+//	                            writing nothing; taken back once the
+//	                            Lease is held again (runtimes.takeBack)
 //	was Acting, a newer holder,
 //	or another asks for it ───> the runtime stops (MemberRemoved: the
 //	                            leaf and its pods are left to the new
@@ -35,6 +39,17 @@ type Ownership interface {
 	Assigned(cluster string) bool
 	// Acting: this replica is the member's writer now.
 	Acting(cluster string) bool
+	// KeepWarm: this replica does not act on the member only because its
+	// own shard Lease lapsed: the member's writer is an incarnation of
+	// this replica (nobody else took it), the assignment still gives it
+	// here and nobody asks for it (shard.KeepWarm). Its runtime stays,
+	// and TakeBack takes it back once the Lease is held again.
+	KeepWarm(cluster string) bool
+	// TakeBack is Take for a member kept warm: it takes the member only
+	// from a former incarnation of this replica, never from another
+	// replica's (that one wrote the member meanwhile: the runtime kept
+	// is handed over instead).
+	TakeBack(ctx context.Context, cluster string) (bool, error)
 	// Take makes this replica the member's writer if the sharding rules
 	// allow it now (from a live holder: asks it, and is the writer on a
 	// later try once the holder passed it over); it reports whether it is
@@ -95,9 +110,15 @@ func (c *Controller) shardGate(ctx context.Context, s *corev1.Secret) (res recon
 		return reconcile.Result{}, false, nil
 	}
 	// Not the writer: what this replica published for the member goes
-	// (another replica took it, or this one's shard Lease lapsed).
+	// (another replica took it or asks for it, or it moved away), unless
+	// only this replica's shard Lease lapsed: then it is kept and taken
+	// back; the Secret is looked at again once it is.
 	if _, published := c.reg.Member(cluster); published {
-		c.log.Info("member handed over: another replica is its writer now, or this replica's shard Lease lapsed", "cluster", cluster)
+		if own.KeepWarm(cluster) {
+			c.runtimes.takeBack(cluster)
+			return reconcile.Result{}, true, nil
+		}
+		c.log.Info("member handed over: another replica is its writer now, or asks for it, or it is assigned elsewhere", "cluster", cluster)
 		c.runtimes.handOver(cluster)
 	}
 	if !own.Assigned(cluster) {

@@ -18,6 +18,7 @@ type ownership struct {
 	mu       sync.Mutex
 	assigned map[string]bool
 	acting   map[string]bool
+	warm     map[string]bool
 	mayTake  map[string]bool
 	takes    map[string]int
 	released []string
@@ -25,7 +26,7 @@ type ownership struct {
 }
 
 func newOwnership() *ownership {
-	return &ownership{assigned: map[string]bool{}, acting: map[string]bool{}, mayTake: map[string]bool{}, takes: map[string]int{},
+	return &ownership{assigned: map[string]bool{}, acting: map[string]bool{}, warm: map[string]bool{}, mayTake: map[string]bool{}, takes: map[string]int{},
 		waiting: map[string]chan struct{}{}}
 }
 
@@ -52,6 +53,11 @@ func (o *ownership) passOver(c string) {
 
 func (o *ownership) Assigned(c string) bool { o.mu.Lock(); defer o.mu.Unlock(); return o.assigned[c] }
 func (o *ownership) Acting(c string) bool   { o.mu.Lock(); defer o.mu.Unlock(); return o.acting[c] }
+func (o *ownership) KeepWarm(c string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.warm[c] && o.assigned[c]
+}
 
 func (o *ownership) Take(_ context.Context, c string) (bool, error) {
 	o.mu.Lock()
@@ -62,6 +68,10 @@ func (o *ownership) Take(_ context.Context, c string) (bool, error) {
 	}
 	return o.acting[c], nil
 }
+
+// TakeBack is Take: the test says whether the writer is a former
+// incarnation of this replica (warm) and whether the take succeeds.
+func (o *ownership) TakeBack(ctx context.Context, c string) (bool, error) { return o.Take(ctx, c) }
 
 func (o *ownership) Release(_ context.Context, c string) error {
 	o.mu.Lock()
@@ -290,4 +300,87 @@ func TestShardedControllerRunsOnEveryReplica(t *testing.T) {
 		t.Fatalf("unsharded: the Secret controller must run on the leader only, with one worker: %+v", o)
 	}
 	unsharded.srv.Close()
+}
+
+// removedEvents counts the MemberRemoved events of c queued on sub so far.
+func removedEvents(sub *Subscription, c string) int {
+	n := 0
+	for {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == MemberRemoved && ev.Cluster == c {
+				n++
+			}
+		case <-time.After(100 * time.Millisecond):
+			return n
+		}
+	}
+}
+
+// TestShardedLapseKeepsTheMemberWarm: this replica's shard Lease lapses
+// while nobody else takes its member (the member's writer is a former
+// incarnation of this replica): the member stays published with the same
+// runtime, writing nothing, and is taken back as soon as the Lease is held
+// again; no new runtime, no MemberRemoved, no cleanup.
+func TestShardedLapseKeepsTheMemberWarm(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own, e, hooks := connectedShardedMember(t)
+	before, _ := e.ctl.Registry().Member("east")
+	sub := e.ctl.Registry().Subscribe()
+	defer sub.Close()
+
+	// The shard Lease lapsed: not acting, the writer a former incarnation.
+	own.set(func(o *ownership) { o.acting["east"], o.mayTake["east"], o.warm["east"] = false, false, true })
+	e.mustReconcile("east")
+	m, ok := e.ctl.Registry().Member("east")
+	if !ok || m.Runtime != before.Runtime {
+		t.Fatalf("the member's runtime was stopped (published %v) while only this replica's shard Lease lapsed", ok)
+	}
+	if n := removedEvents(sub, "east"); n != 0 {
+		t.Fatalf("%d MemberRemoved while the member was kept warm", n)
+	}
+
+	// Held again: the member is taken back from the former incarnation.
+	takes := own.takesOf("east")
+	own.passOver("east")
+	e.eventually("east", "the member taken back", func() bool { return own.Acting("east") })
+	if own.takesOf("east") <= takes {
+		t.Error("acting again without a take")
+	}
+	m, ok = e.ctl.Registry().Member("east")
+	if !ok || m.Runtime != before.Runtime {
+		t.Fatalf("after the take back: published %v, same runtime %v", ok, ok && m.Runtime == before.Runtime)
+	}
+	if n := removedEvents(sub, "east"); n != 0 || *hooks != 0 {
+		t.Errorf("after the take back: %d MemberRemoved, %d cleanup hooks", n, *hooks)
+	}
+	e.eventually("east", "Connected", func() bool { return e.phase("east") == "Connected/MemberConnected" })
+	e.ctl.Shutdown()
+	e.srv.Close()
+}
+
+// TestShardedMemberTakenDuringALapseIsHandedOver: the shard Lease lapsed
+// and another replica's incarnation took the member meanwhile: its runtime
+// stops as on any hand-over (a new one starts to take it back, as it is
+// still assigned here).
+func TestShardedMemberTakenDuringALapseIsHandedOver(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	own, e, hooks := connectedShardedMember(t)
+	before, _ := e.ctl.Registry().Member("east")
+	own.set(func(o *ownership) { o.acting["east"], o.mayTake["east"], o.warm["east"] = false, false, false })
+	e.mustReconcile("east")
+	if _, ok := e.ctl.Registry().Member("east"); ok {
+		t.Fatal("the member is still published after another replica took it")
+	}
+	own.set(func(o *ownership) { o.mayTake["east"] = true })
+	e.eventually("east", "taken again", func() bool {
+		e.clk.Step(takeRetry)
+		_, ok := e.ctl.Registry().Member("east")
+		return ok
+	})
+	if m, _ := e.ctl.Registry().Member("east"); m.Runtime == before.Runtime || *hooks != 0 {
+		t.Errorf("taken again with the same runtime %v, %d cleanup hooks", m.Runtime == before.Runtime, *hooks)
+	}
+	e.ctl.Shutdown()
+	e.srv.Close()
 }

@@ -41,10 +41,16 @@ type runtimes struct {
 	take    func(ctx context.Context, cluster string) (bool, error)
 	changed func(cluster string) <-chan struct{}
 	restore func(ctx context.Context, cluster string)
+	// takeBackFrom (Ownership.TakeBack) takes back a member kept warm
+	// through a lapse of the shard Lease (takeBack); resume (may be nil)
+	// follows it.
+	takeBackFrom func(ctx context.Context, cluster string) (bool, error)
+	resume       func(ctx context.Context, cluster string)
 
 	mu       sync.Mutex
-	swaps    map[string]*swap // reconnects in progress, by cluster
-	pending  map[string]*swap // sharded: runtimes waiting to take their member, by cluster
+	swaps    map[string]*swap              // reconnects in progress, by cluster
+	pending  map[string]*swap              // sharded: runtimes waiting to take their member, by cluster
+	backs    map[string]context.CancelFunc // sharded: takes back under way, by cluster (takeBack)
 	gates    map[*member.Runtime]context.CancelFunc
 	shutdown bool
 	bg       sync.WaitGroup
@@ -185,6 +191,7 @@ func (r *runtimes) stop(cluster string, forget bool) Deregistration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancelPendingLocked(cluster)
+	r.cancelTakeBackLocked(cluster)
 	d, active, ok := r.reg.remove(cluster)
 	if forget {
 		r.reg.forget(cluster)
@@ -229,6 +236,9 @@ func (r *runtimes) stopAll() {
 		rts = append(rts, p.rt)
 	}
 	for _, cancel := range r.gates {
+		cancel()
+	}
+	for _, cancel := range r.backs {
 		cancel()
 	}
 	for _, m := range r.reg.Members() {

@@ -52,25 +52,7 @@ func (r *runtimes) takeAndPublish(ctx context.Context, p *swap) {
 	syncCtx, cancelSync := context.WithTimeout(ctx, r.settings.SwapTimeout)
 	synced := p.rt.WaitForCacheSync(syncCtx)
 	cancelSync()
-	for ctx.Err() == nil {
-		// Before the try: a pass-over seen after it wakes the wait.
-		changed := r.changed(cluster)
-		taken, err := r.take(ctx, cluster)
-		if err != nil {
-			r.log.V(1).Info("taking the member failed; trying again", "cluster", cluster, "error", err.Error())
-		}
-		if taken {
-			break
-		}
-		t := r.clock.NewTimer(takeRetry)
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		case <-t.C():
-		}
-		t.Stop()
-	}
-	if ctx.Err() != nil {
+	if !r.takeWhenAllowed(ctx, cluster, r.take) {
 		return
 	}
 	// The previous writer's last record is final now: restore it before
@@ -88,6 +70,84 @@ func (r *runtimes) takeAndPublish(ctx context.Context, p *swap) {
 	r.enqueue(p.spec.Secret)
 }
 
+// takeWhenAllowed tries to take the member with take until it is this
+// replica's (true) or ctx ends (false): again whenever the sharding's view
+// of the member changes (Changed), and every takeRetry.
+func (r *runtimes) takeWhenAllowed(ctx context.Context, cluster string, take func(context.Context, string) (bool, error)) bool {
+	for ctx.Err() == nil {
+		// Before the try: a pass-over seen after it wakes the wait.
+		changed := r.changed(cluster)
+		taken, err := take(ctx, cluster)
+		if err != nil {
+			r.log.V(1).Info("taking the member failed; trying again", "cluster", cluster, "error", err.Error())
+		}
+		if taken {
+			return true
+		}
+		t := r.clock.NewTimer(takeRetry)
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+	return false
+}
+
+// takeBack keeps a published member whose writer is still an incarnation
+// of this replica while this replica's shard Lease lapsed
+// (Ownership.KeepWarm): its runtime, caches and engine state stay (every
+// write waits for Acting), and the member is taken back from the former
+// incarnation once the Lease is held again (Ownership.TakeBack: never
+// from another replica's incarnation, which shardGate hands the member
+// over to), in a goroutine of its own (a lapse concerns every member at
+// once). No new runtime, no re-list, no
+// restore: nobody else wrote the member meanwhile. No fence either
+// (fencedTake fences only takes before publishing): the leaf's versions
+// are this process's own, no other writer's; a write of the former
+// incarnation still in flight is this runtime's and conflicts with
+// nothing but its own next write, which reads again. resume brings the
+// state store to the new writer term.
+func (r *runtimes) takeBack(cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shutdown || r.backs[cluster] != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.backs[cluster] = cancel
+	r.log.Info("this replica's shard Lease lapsed and nobody took the member: keeping its runtime, taking it back once the Lease is held again", "cluster", cluster)
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		taken := r.takeWhenAllowed(ctx, cluster, r.takeBackFrom)
+		if taken && r.resume != nil {
+			r.resume(ctx, cluster)
+		}
+		r.mu.Lock()
+		current := r.backs[cluster] != nil && ctx.Err() == nil
+		if current {
+			delete(r.backs, cluster)
+		}
+		m, published := r.reg.Member(cluster)
+		r.mu.Unlock()
+		if !taken || !current || !published {
+			return // handed over or stopping meanwhile
+		}
+		r.log.Info("member taken back: acting again with the runtime it kept", "cluster", cluster)
+		r.enqueue(m.Spec.Secret)
+	}()
+}
+
+// cancelTakeBackLocked abandons a take back under way; r.mu must be held.
+func (r *runtimes) cancelTakeBackLocked(cluster string) {
+	if cancel := r.backs[cluster]; cancel != nil {
+		delete(r.backs, cluster)
+		cancel()
+	}
+}
+
 // cancelPendingLocked abandons a take under way and stops its runtime;
 // r.mu must be held.
 func (r *runtimes) cancelPendingLocked(cluster string) { r.abandonLocked(r.pending, cluster) }
@@ -99,6 +159,7 @@ func (r *runtimes) handOver(cluster string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancelPendingLocked(cluster)
+	r.cancelTakeBackLocked(cluster)
 	_, active, ok := r.reg.remove(cluster)
 	r.reg.forget(cluster)
 	if !ok {

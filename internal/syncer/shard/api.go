@@ -90,6 +90,10 @@ type Sharder struct {
 	own     *coordinationv1.Lease
 	// former incarnations of this replica: they act on nothing.
 	former map[string]bool
+	// lapsed: the shard Lease was not renewed within its duration and is
+	// not held again yet; this replica still counts itself in the
+	// assignment meanwhile (KeepWarm).
+	lapsed bool
 	// stranger is the shard Lease while it names a holder this process
 	// does not know (a former process of the same replica).
 	stranger replicaObs
@@ -203,6 +207,22 @@ func (s *Sharder) Acting(cluster string) bool {
 	return s.actingLocked(cluster)
 }
 
+// KeepWarm reports whether this replica keeps the member's runtime while
+// it does not act on it: the member Lease (as cached) names an
+// incarnation of this replica, current or former, the assignment gives
+// the member here, and no other incarnation asks for it (KeepWarm, the
+// rule). TakeBack takes it back once the shard Lease is held again.
+func (s *Sharder) KeepWarm(cluster string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.members[cluster]
+	if !ok || s.stopped {
+		return false
+	}
+	return KeepWarm(Situation{Assigned: s.assignedLocked(cluster), Me: s.inc,
+		Holder: o.holder, HolderFormerMine: s.former[o.holder], HandoverTo: o.handoverTo})
+}
+
 // Holder is the member Lease's holder as cached: the replica name, its
 // incarnation and the member's writer term.
 func (s *Sharder) Holder(cluster string) (h Holder, ok bool) {
@@ -220,7 +240,14 @@ func (s *Sharder) Holder(cluster string) (h Holder, ok bool) {
 // live holder it asks instead, and a later Take finds the member passed
 // over. It reports whether this replica is the writer afterwards.
 func (s *Sharder) Take(ctx context.Context, cluster string) (bool, error) {
-	return s.take(ctx, cluster)
+	return s.take(ctx, cluster, false)
+}
+
+// TakeBack is Take for a member kept warm (KeepWarm): it takes the member
+// only from a former incarnation of this replica (TakeBack, the rule) and
+// reports whether this incarnation is the writer afterwards.
+func (s *Sharder) TakeBack(ctx context.Context, cluster string) (bool, error) {
+	return s.take(ctx, cluster, true)
 }
 
 // Changed returns a channel closed when this replica's view of the member

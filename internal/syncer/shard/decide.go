@@ -101,6 +101,33 @@ func Decide(s Situation) Decision {
 	return Decision{}
 }
 
+// KeepWarm is the rule for a member this replica has published but does
+// not act on now: keep its runtime (every write waits for Acting) when the
+// member's writer is an incarnation of this replica, the current one or
+// a former one (its shard Lease lapsed and nobody else took the member),
+// the assignment still gives it here, and no other incarnation asks for
+// it. Decide then takes it back from the former incarnation (failover, no
+// grace) as soon as the shard Lease is held again. Otherwise (another
+// replica's incarnation holds or asks for it, or it moved away) the
+// runtime stops.
+func KeepWarm(s Situation) bool {
+	mine := s.Holder != "" && (s.Holder == s.Me || s.HolderFormerMine)
+	return mine && s.Assigned && (s.HandoverTo == "" || s.HandoverTo == s.Me)
+}
+
+// TakeBack is Decide for a member kept warm (KeepWarm), on a fresh read of
+// its Lease: it takes the member back only from a former incarnation of
+// this replica (failover, no grace) and never asks a live holder for it.
+// A member another replica's incarnation holds now was written by that
+// replica meanwhile: the runtime kept goes, and the member comes back, if
+// at all, by an ordinary take (a new runtime, the fence, the restore).
+func TakeBack(s Situation) Decision {
+	if s.Holder == "" || (s.Holder != s.Me && !s.HolderFormerMine) {
+		return Decision{}
+	}
+	return Decide(s)
+}
+
 // Answer is what a member's holder does about a handover request.
 type Answer int
 

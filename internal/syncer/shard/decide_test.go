@@ -72,3 +72,59 @@ func TestAnswerRequest(t *testing.T) {
 		})
 	}
 }
+
+func TestKeepWarm(t *testing.T) {
+	base := Situation{Assigned: true, Me: "", Holder: "a-00000001", HolderFormerMine: true}
+	for _, tc := range []struct {
+		name string
+		edit func(*Situation)
+		want bool
+	}{
+		{"lapsed: the writer is a former incarnation of mine", func(s *Situation) {}, true},
+		{"held again: still the former incarnation until the take back", func(s *Situation) { s.Me = "a-00000002" }, true},
+		{"the current incarnation, being the writer", func(s *Situation) { s.Me, s.HolderFormerMine = s.Holder, false }, true},
+		{"another replica's incarnation took it", func(s *Situation) { s.Holder, s.HolderFormerMine = "b-00000003", false }, false},
+		{"no writer", func(s *Situation) { s.Holder, s.HolderFormerMine = "", false }, false},
+		{"the assignment moved it away", func(s *Situation) { s.Assigned = false }, false},
+		{"another incarnation asks for it", func(s *Situation) { s.HandoverTo = "b-00000003" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.edit(&s)
+			if got := KeepWarm(s); got != tc.want {
+				t.Fatalf("KeepWarm(%+v) = %v, want %v", s, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTakeBack(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	base := Situation{Now: now, LeaseDuration: 15 * time.Second, Assigned: true, Held: true, Me: "a-00000002",
+		Holder: "a-00000001", HolderFormerMine: true, HolderSeen: now}
+	for _, tc := range []struct {
+		name string
+		edit func(*Situation)
+		want Decision
+	}{
+		{"from a former incarnation of mine: at once", func(s *Situation) {}, Decision{Take: true, Reason: ReasonFailover}},
+		{"not held yet: nothing", func(s *Situation) { s.Held = false }, Decision{}},
+		{"mine already", func(s *Situation) { s.Holder, s.HolderFormerMine = s.Me, false }, Decision{Mine: true}},
+		{"another replica's live incarnation: not asked", func(s *Situation) {
+			s.Holder, s.HolderFormerMine, s.HolderAlive = "b-00000003", false, true
+		}, Decision{}},
+		{"another replica's dead incarnation: not taken", func(s *Situation) {
+			s.Holder, s.HolderFormerMine, s.HolderSeen = "b-00000003", false, now.Add(-time.Hour)
+		}, Decision{}},
+		{"no writer: not taken back", func(s *Situation) { s.Holder, s.HolderFormerMine = "", false }, Decision{}},
+		{"assigned elsewhere: nothing", func(s *Situation) { s.Assigned = false }, Decision{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.edit(&s)
+			if got := TakeBack(s); got != tc.want {
+				t.Fatalf("TakeBack(%+v) = %+v, want %+v", s, got, tc.want)
+			}
+		})
+	}
+}

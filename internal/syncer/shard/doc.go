@@ -11,7 +11,10 @@
 // Acting says so, and confirms with a fresh read (Confirm) before every
 // destructive call in the member. A replica that loses its shard Lease
 // (paused, cut off) stops acting at once and comes back as a new
-// incarnation, which owns nothing until it takes members again.
+// incarnation, which owns nothing until it takes members again. The
+// members its former incarnation still holds, that nobody else took,
+// are kept warm meanwhile (KeepWarm: their runtimes stay) and taken back
+// from that incarnation at once (TakeBack).
 //
 // Taking a member from a live owner is make-before-break and one writer
 // at a time: the new owner starts the member's runtime first and, when its

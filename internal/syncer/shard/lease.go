@@ -38,7 +38,7 @@ func (s *Sharder) tend(ctx context.Context) {
 	if s.inc != "" && !s.heldLocked() {
 		s.opts.Logger.Info("shard Lease not renewed within its duration: acting on nothing until it is held again", "incarnation", s.inc)
 		s.former[s.inc] = true
-		s.inc, s.own = "", nil
+		s.inc, s.own, s.lapsed = "", nil, true
 		s.observedAfresh(s.clock.Now())
 	}
 	inc, own, draining := s.inc, s.own, s.draining
@@ -154,7 +154,7 @@ func (s *Sharder) stamp(l *coordinationv1.Lease, inc string, now time.Time, drai
 func (s *Sharder) held(inc string, l *coordinationv1.Lease, sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inc, s.own, s.renewed = inc, l, sent
+	s.inc, s.own, s.renewed, s.lapsed = inc, l, sent, false
 }
 
 // lost drops an incarnation whose shard Lease names another holder.

@@ -17,10 +17,19 @@ func (s *Sharder) leases() coordinationclient.LeaseInterface {
 	return s.opts.Client.CoordinationV1().Leases(s.opts.Namespace)
 }
 
-// take reads the member Lease afresh, asks Decide, and writes this
-// incarnation as holder with the term one up, conditional on the version
-// read: of two replicas that take at once, one conflicts and reports false.
-func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
+// take reads the member Lease afresh, asks Decide (back: TakeBack), and
+// writes this incarnation as holder with the term one up, conditional on
+// the version read: of two replicas that take at once, one conflicts and
+// reports false.
+func (s *Sharder) take(ctx context.Context, cluster string, back bool) (bool, error) {
+	s.mu.RLock()
+	held := !s.stopped && s.heldLocked()
+	s.mu.RUnlock()
+	if !held {
+		// Decide allows nothing: no read while the Lease lapsed (every
+		// member kept warm retries its take meanwhile).
+		return false, nil
+	}
 	name := MemberLeaseName(cluster)
 	cur, err := s.leases().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -42,7 +51,14 @@ func (s *Sharder) take(ctx context.Context, cluster string) (bool, error) {
 	sit := s.situationLocked(cluster, cur, now)
 	s.mu.Unlock()
 
-	d := Decide(sit)
+	decide := Decide
+	if back {
+		decide = TakeBack
+	}
+	d := decide(sit)
+	if back && !d.Take && !d.Mine {
+		s.recomputeSoon() // the fresh read may show another holder: hand over
+	}
 	if d.Request {
 		return false, s.request(ctx, cluster, cur, sit)
 	}

@@ -99,9 +99,11 @@ func (s *Sharder) aliveLocked(incarnation string, now time.Time) bool {
 
 // memberState is what the callers of OnChange care about for a member.
 type memberState struct {
-	assigned, acting bool
-	holder           string
-	holderAlive      bool
+	// held: this replica holds its shard Lease (a member kept warm
+	// through a lapse is taken back when it is held again).
+	assigned, acting, held bool
+	holder                 string
+	holderAlive            bool
 }
 
 // recompute is the runner's one reconcile: it computes the assignment from
@@ -118,7 +120,10 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 			replicas = append(replicas, r)
 		}
 	}
-	if s.heldLocked() && !s.draining {
+	// A lapse of this replica's own Lease does not move its members in
+	// its own view: the others may still see it live (a slow renewal
+	// that landed), and it takes them back once held (KeepWarm).
+	if (s.heldLocked() || s.lapsed) && !s.draining {
 		replicas = append(replicas, s.opts.Replica)
 	}
 	// Most recomputations follow a renewal, which changes neither input:
@@ -135,6 +140,7 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 		states[m] = memberState{
 			assigned:    s.assignedLocked(m),
 			acting:      s.actingLocked(m),
+			held:        s.heldLocked(),
 			holder:      s.members[m].holder,
 			holderAlive: s.aliveLocked(s.members[m].holder, now),
 		}

@@ -159,6 +159,71 @@ func TestPausedReplicaActsOnNothingAndComesBackAsANewIncarnation(t *testing.T) {
 	}
 }
 
+// TestLapsedReplicaKeepsItsMembersWarm: a replica whose own shard Lease
+// lapsed (renewals that did not come back in time) still counts itself in
+// the assignment and keeps the members its former incarnation holds
+// (KeepWarm) without acting on them; held again, it takes them back from
+// that incarnation at once, at the next term. A member another replica
+// took meanwhile is not kept.
+func TestLapsedReplicaKeepsItsMembersWarm(t *testing.T) {
+	api, clk := newFakeAPI(), clocktesting.NewFakeClock(time.Now())
+	a := startSharder(t, api, clk, "leafsync-a", &changes{})
+	eventually(t, "alpha and bravo assigned", func() bool { return a.Assigned("alpha") && a.Assigned("bravo") })
+	for _, m := range []string{"alpha", "bravo"} {
+		if ok, err := a.Take(context.Background(), m); !ok || err != nil {
+			t.Fatalf("Take %s: %v %v", m, ok, err)
+		}
+	}
+	old := a.Identity()
+
+	api.mu.Lock()
+	api.beforeUpdate = func(*coordinationv1.Lease) error { return apierrors.NewTimeoutError("slow", 1) }
+	api.mu.Unlock()
+	clk.Step(testLeaseDuration)
+	if a.Held() || a.Acting("alpha") {
+		t.Fatalf("lapsed: held %v, acting %v", a.Held(), a.Acting("alpha"))
+	}
+	// Another replica takes bravo meanwhile (written past the failing
+	// updates: a create after a delete).
+	if err := api.CoordinationV1().Leases(testNamespace).Delete(context.Background(), MemberLeaseName("bravo"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.CoordinationV1().Leases(testNamespace).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: MemberLeaseName("bravo"), Namespace: testNamespace,
+			Labels: map[string]string{LabelRing: "leafsync", LabelLeaseKind: kindMember}, Annotations: map[string]string{AnnotationCluster: "bravo"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("leafsync-b-0000000b"), LeaseTransitions: ptr.To[int32](2)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "alpha kept warm while the Lease lapsed, bravo not", func() bool {
+		return a.Assigned("alpha") && a.KeepWarm("alpha") && !a.KeepWarm("bravo")
+	})
+	if ok, err := a.TakeBack(context.Background(), "alpha"); ok || err != nil {
+		t.Fatalf("TakeBack while the Lease lapsed: %v %v, want false", ok, err)
+	}
+
+	api.mu.Lock()
+	api.beforeUpdate = nil
+	api.mu.Unlock()
+	clk.Step(testRenewInterval)
+	eventually(t, "held again", a.Held)
+	if a.Identity() == old || !a.KeepWarm("alpha") {
+		t.Fatalf("held again: identity %s (was %s), alpha kept warm %v", a.Identity(), old, a.KeepWarm("alpha"))
+	}
+	if ok, err := a.TakeBack(context.Background(), "bravo"); ok || err != nil {
+		t.Fatalf("TakeBack of bravo, which another replica took: %v %v, want false", ok, err)
+	}
+	if h, _ := a.Holder("bravo"); h.Incarnation != "leafsync-b-0000000b" {
+		t.Fatalf("bravo after a refused TakeBack: %+v, want it left to leafsync-b", h)
+	}
+	if ok, err := a.TakeBack(context.Background(), "alpha"); !ok || err != nil {
+		t.Fatalf("taking alpha back: %v %v", ok, err)
+	}
+	if h, _ := a.Holder("alpha"); h.Incarnation != a.Identity() || h.Term != 2 || !a.Acting("alpha") {
+		t.Fatalf("alpha after the take back: %+v, acting %v; want %s at term 2", h, a.Acting("alpha"), a.Identity())
+	}
+}
+
 // TestTakeLosesTheRaceToAForeignWrite: a take that another writer beats
 // between the read and the write conflicts and reports false.
 func TestTakeLosesTheRaceToAForeignWrite(t *testing.T) {
