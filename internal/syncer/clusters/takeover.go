@@ -117,7 +117,7 @@ func (r *runtimes) takeBack(cluster string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.backs[cluster] = cancel
-	r.log.Info("this replica's shard Lease lapsed and nobody took the member: keeping its runtime, taking it back once the Lease is held again", "cluster", cluster)
+	r.log.Info("this replica's shard Lease lapsed and, as far as it sees, nobody took the member: keeping its runtime, taking it back once the Lease is held again", "cluster", cluster)
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()

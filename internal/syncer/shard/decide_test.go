@@ -8,11 +8,7 @@ import (
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	base := Situation{Now: now, LeaseDuration: 15 * time.Second, Assigned: true, Held: true, Me: "a-00000001", HolderSeen: now.Add(-time.Hour)}
-	for _, tc := range []struct {
-		name string
-		edit func(*Situation)
-		want Decision
-	}{
+	checkRule(t, "Decide", Decide, base, []ruleCase[Decision]{
 		{"(a) no writer", func(s *Situation) {}, Decision{Take: true, Reason: ReasonNew}},
 		{"(b) already mine", func(s *Situation) { s.Holder = s.Me }, Decision{Mine: true}},
 		{"(b) mine though no longer assigned: served until taken", func(s *Situation) { s.Holder, s.Assigned = s.Me, false }, Decision{Mine: true}},
@@ -39,15 +35,7 @@ func TestDecide(t *testing.T) {
 		{"not assigned: no take (a)", func(s *Situation) { s.Assigned = false }, Decision{}},
 		{"not assigned: no take (c)", func(s *Situation) { s.Assigned, s.Holder, s.HolderAlive = false, "b-00000002", true }, Decision{}},
 		{"not assigned: no take (d)", func(s *Situation) { s.Assigned, s.Holder = false, "b-00000002" }, Decision{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := base
-			tc.edit(&s)
-			if got := Decide(s); got != tc.want {
-				t.Fatalf("Decide(%+v) = %+v, want %+v", s, got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestAnswerRequest(t *testing.T) {
@@ -75,11 +63,7 @@ func TestAnswerRequest(t *testing.T) {
 
 func TestKeepWarm(t *testing.T) {
 	base := Situation{Assigned: true, Me: "", Holder: "a-00000001", HolderFormerMine: true}
-	for _, tc := range []struct {
-		name string
-		edit func(*Situation)
-		want bool
-	}{
+	checkRule(t, "KeepWarm", KeepWarm, base, []ruleCase[bool]{
 		{"lapsed: the writer is a former incarnation of mine", func(s *Situation) {}, true},
 		{"held again: still the former incarnation until the take back", func(s *Situation) { s.Me = "a-00000002" }, true},
 		{"the current incarnation, being the writer", func(s *Situation) { s.Me, s.HolderFormerMine = s.Holder, false }, true},
@@ -87,26 +71,14 @@ func TestKeepWarm(t *testing.T) {
 		{"no writer", func(s *Situation) { s.Holder, s.HolderFormerMine = "", false }, false},
 		{"the assignment moved it away", func(s *Situation) { s.Assigned = false }, false},
 		{"another incarnation asks for it", func(s *Situation) { s.HandoverTo = "b-00000003" }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := base
-			tc.edit(&s)
-			if got := KeepWarm(s); got != tc.want {
-				t.Fatalf("KeepWarm(%+v) = %v, want %v", s, got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestTakeBack(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	base := Situation{Now: now, LeaseDuration: 15 * time.Second, Assigned: true, Held: true, Me: "a-00000002",
 		Holder: "a-00000001", HolderFormerMine: true, HolderSeen: now}
-	for _, tc := range []struct {
-		name string
-		edit func(*Situation)
-		want Decision
-	}{
+	checkRule(t, "TakeBack", TakeBack, base, []ruleCase[Decision]{
 		{"from a former incarnation of mine: at once", func(s *Situation) {}, Decision{Take: true, Reason: ReasonFailover}},
 		{"not held yet: nothing", func(s *Situation) { s.Held = false }, Decision{}},
 		{"mine already", func(s *Situation) { s.Holder, s.HolderFormerMine = s.Me, false }, Decision{Mine: true}},
@@ -118,12 +90,25 @@ func TestTakeBack(t *testing.T) {
 		}, Decision{}},
 		{"no writer: not taken back", func(s *Situation) { s.Holder, s.HolderFormerMine = "", false }, Decision{}},
 		{"assigned elsewhere: nothing", func(s *Situation) { s.Assigned = false }, Decision{}},
-	} {
+	})
+}
+
+// ruleCase is a case of a pure rule's table: the base Situation edited,
+// and what the rule must say.
+type ruleCase[T comparable] struct {
+	name string
+	edit func(*Situation)
+	want T
+}
+
+func checkRule[T comparable](t *testing.T, name string, rule func(Situation) T, base Situation, cases []ruleCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base
 			tc.edit(&s)
-			if got := TakeBack(s); got != tc.want {
-				t.Fatalf("TakeBack(%+v) = %+v, want %+v", s, got, tc.want)
+			if got := rule(s); got != tc.want {
+				t.Fatalf("%s(%+v) = %+v, want %+v", name, s, got, tc.want)
 			}
 		})
 	}
