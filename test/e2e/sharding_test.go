@@ -369,6 +369,12 @@ func TestSharding(t *testing.T) {
 // kube store.
 func (f *fleet) startShardReplica(t *testing.T, replica string) *harness.Leafsync {
 	t.Helper()
+	return f.startShardReplicaVia(t, replica, f.hostProxy)
+}
+
+// startShardReplicaVia is startShardReplica through link to the host.
+func (f *fleet) startShardReplicaVia(t *testing.T, replica string, link *harness.FaultProxy) *harness.Leafsync {
+	t.Helper()
 	cfg := filepath.Join(harness.LogDir(t), "leafsync-config-"+replica+".yaml")
 	text := testConfig + fmt.Sprintf(`store:
   backend: kube
@@ -382,7 +388,7 @@ sharding:
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return harness.StartLeafsync(t, "leafsync-"+replica, f.host.KubeconfigVia(f.hostProxy.Addr()),
+	return harness.StartLeafsync(t, "leafsync-"+replica, f.host.KubeconfigVia(link.Addr()),
 		"--namespace="+leafsyncNamespace, "--config="+cfg, "--leader-elect")
 }
 

@@ -65,6 +65,13 @@ func (s *Sharder) heldLocked() bool {
 	return s.inc != "" && s.clock.Since(s.renewed) < s.opts.LeaseDuration
 }
 
+// lapsedLocked: this replica had an incarnation and does not hold its
+// shard Lease now, whether or not tend has dropped the incarnation yet (a
+// renewal that hangs holds tend up for a third of the duration).
+func (s *Sharder) lapsedLocked() bool {
+	return s.lapsed || (s.inc != "" && !s.heldLocked())
+}
+
 // assignedLocked: a draining replica is assigned nothing, from the moment
 // Drain is called.
 func (s *Sharder) assignedLocked(cluster string) bool {
@@ -123,7 +130,7 @@ func (s *Sharder) recompute(context.Context, string) (runner.Result, error) {
 	// A lapse of this replica's own Lease does not move its members in
 	// its own view: the others may still see it live (a slow renewal
 	// that landed), and it takes them back once held (KeepWarm).
-	if (s.heldLocked() || s.lapsed) && !s.draining {
+	if (s.heldLocked() || s.lapsedLocked()) && !s.draining {
 		replicas = append(replicas, s.opts.Replica)
 	}
 	// Most recomputations follow a renewal, which changes neither input:

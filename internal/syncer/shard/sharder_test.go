@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,13 +177,34 @@ func TestLapsedReplicaKeepsItsMembersWarm(t *testing.T) {
 	}
 	old := a.Identity()
 
+	// A renewal that hangs: the Lease lapses while tend still waits for
+	// it, then renewals fail.
+	hung, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	unhang := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unhang)
 	api.mu.Lock()
-	api.beforeUpdate = func(*coordinationv1.Lease) error { return apierrors.NewTimeoutError("slow", 1) }
+	api.beforeUpdate = func(*coordinationv1.Lease) error {
+		select {
+		case hung <- struct{}{}:
+			<-release
+		default:
+		}
+		return apierrors.NewTimeoutError("slow", 1)
+	}
 	api.mu.Unlock()
+	clk.Step(testRenewInterval)
+	<-hung
 	clk.Step(testLeaseDuration)
 	if a.Held() || a.Acting("alpha") {
 		t.Fatalf("lapsed: held %v, acting %v", a.Held(), a.Acting("alpha"))
 	}
+	a.Invalidate()
+	time.Sleep(100 * time.Millisecond) // the recomputation, while tend hangs
+	if !a.Assigned("alpha") || !a.KeepWarm("alpha") {
+		t.Fatalf("lapsed, the renewal still hanging: alpha assigned %v, kept warm %v", a.Assigned("alpha"), a.KeepWarm("alpha"))
+	}
+	unhang()
 	// Another replica takes bravo meanwhile (written past the failing
 	// updates: a create after a delete).
 	if err := api.CoordinationV1().Leases(testNamespace).Delete(context.Background(), MemberLeaseName("bravo"), metav1.DeleteOptions{}); err != nil {
