@@ -8,15 +8,16 @@ import (
 )
 
 // measured is the per-member cost from docs/benchmarks/scale.md (members
-// of 200 nodes and 2,000 pods): RSS 2.23 MiB a member between 100 and 200
-// registrations on one replica, 2.3-2.5 on each of 3 sharded replicas at
-// 60 (2026-11-25, after the caches kept only what leafsync reads; 7.4
-// before), taken as 2.5 over a base of 75; CPU 0.0004 cores a member
-// steady, plus 0.0005 for each pod created or deleted per second in it
-// (0.54 cores at 100 registrations with 10 changes/s each), taken at one
-// change a second; and 6.6 registrations engaged per second (a batch of
-// 50 Ready within 7.5s, of 100 within 15.1s).
-var measured = Cost{BaseMiB: 75, MiBPerMember: 2.5, BaseCores: 0.01, CoresPerMember: 0.0009, EngagePerSecond: 6.6}
+// of 200 nodes and 2,000 pods), as of 2026-11-25 16:00 UTC with the
+// compact node records: RSS 2.12 MiB a member between 200 and 400
+// registrations on one replica, 1.96 over three sharded replicas between
+// 120 and 240 (7.4 in the first run, 2.2-2.5 before the compact records),
+// taken as 2.1 over a base of 75; CPU 0.0004 cores a member steady, plus
+// 0.0005 for each pod created or deleted per second in it, taken at one
+// change a second; and 3.6 registrations engaged per second (a batch of
+// 200 Ready within 55.5s at p99 on a quiet machine; 6.6 in the first run,
+// with batches of 50 and 100).
+var measured = Cost{BaseMiB: 75, MiBPerMember: 2.1, BaseCores: 0.01, CoresPerMember: 0.0009, EngagePerSecond: 3.6}
 
 // leaseWait: a lost replica's members move once its shard Lease has
 // expired (leader election's defaults: 15s duration, 2s retry).
