@@ -153,7 +153,11 @@ func StartNode(t TB, host *Cluster, opts NodeOptions) *Node {
 	if err := os.MkdirAll(n.logDir, 0o755); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
-	n.sysctls = readSysctls()
+	n.sysctls, err = originalSysctls(sysctlsFile, readSysctls())
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	restoreSysctls(n.sysctls) // those a killed run left changed
 	n.netns = listNetns()
 	n.chains = kubeChains()
 	for _, d := range outsideDirs {
@@ -429,10 +433,15 @@ func (n *Node) stop() {
 	left = append(left, n.removeOutsideDirs()...)
 	removeCgroups("kubepods")
 	restoreSysctls(n.sysctls)
+	restored := true
 	for k, v := range readSysctls() {
 		if v != n.sysctls[k] {
+			restored = false
 			left = append(left, fmt.Sprintf("sysctl %s is %s, was %s (could not restore)", k, v, n.sysctls[k]))
 		}
+	}
+	if restored {
+		_ = os.Remove(sysctlsFile)
 	}
 	if err := os.RemoveAll(n.dir); err != nil {
 		left = append(left, fmt.Sprintf("%s: %v", n.dir, err))
@@ -661,6 +670,32 @@ func (n *Node) removeOutsideDirs() []string {
 		_ = os.Remove(r)
 	}
 	return left
+}
+
+// sysctlsFile keeps the machine's kernel settings from before the first
+// test node, until a node stopped and restored them: a run killed before
+// its cleanup (SIGKILL, a CI timeout) leaves the kubelet's values behind,
+// and the next node must not take those for the machine's.
+const sysctlsFile = "/tmp/leafsync-test-node.sysctls"
+
+// originalSysctls are the settings to restore when the node stops: those
+// saved in file by a node that never stopped, else current, saved there
+// now (one node at a time holds nodeLock).
+func originalSysctls(file string, current map[string]string) (map[string]string, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		saved := map[string]string{}
+		if json.Unmarshal(b, &saved) == nil && len(saved) > 0 {
+			return saved, nil
+		}
+	}
+	b, err := json.Marshal(current)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return nil, fmt.Errorf("saving the machine's kernel settings: %w", err)
+	}
+	return current, nil
 }
 
 func readSysctls() map[string]string {
