@@ -48,17 +48,9 @@ func TestShardLapseKeepsMembersWarm(t *testing.T) {
 		ls[r] = f.startShardReplica(t, r)
 	}
 	names := []string{"r0", "r1", "r2"}
-	harness.Eventually(t, time.Minute, "three live shard Leases", func() error {
-		if live := liveShards(leases.latest(t)); len(live) != len(names) {
-			return fmt.Errorf("shard Leases held: %v", live)
-		}
-		return nil
-	})
-	var clusters, leaves []string
-	for i := range registrations {
-		c := fmt.Sprintf("shard-%02d", i)
-		clusters = append(clusters, c)
-		leaves = append(leaves, "leaf-"+c)
+	waitLiveShards(t, leases, len(names))
+	clusters, leaves := shardClusters(registrations)
+	for i, c := range clusters {
 		f.registerAs(t, c, memberNames[i%len(memberNames)])
 	}
 	nodes := map[string]*nodeRecorder{}

@@ -102,20 +102,9 @@ func TestSharding(t *testing.T) {
 		names = append(names, r)
 		ls[r] = f.startShardReplica(t, r)
 	}
-	harness.Eventually(t, time.Minute, "three live shard Leases", func() error {
-		live := liveShards(leases.latest(t))
-		if len(live) != replicas {
-			return fmt.Errorf("shard Leases held: %v", live)
-		}
-		return nil
-	})
+	waitLiveShards(t, leases, replicas)
 
-	var clusters, leaves []string
-	for i := range registrations {
-		c := fmt.Sprintf("shard-%02d", i)
-		clusters = append(clusters, c)
-		leaves = append(leaves, "leaf-"+c)
-	}
+	clusters, leaves := shardClusters(registrations)
 	nodes := map[string]*nodeRecorder{}
 	for _, l := range leaves {
 		nodes[l] = recordNode(t, f.host, l)
@@ -960,4 +949,25 @@ func TestWritersFollowHolders(t *testing.T) {
 	if g := longestGap(writes("r0", "r0", "r1", "r1"), "lease", at(1).Add(-500*time.Millisecond), at(4)); g != time.Second {
 		t.Errorf("longest gap from 0.5s %s, want 1s", g)
 	}
+}
+
+// waitLiveShards waits until n shard Leases are held.
+func waitLiveShards(t *testing.T, leases *leaseRecorder, n int) {
+	t.Helper()
+	harness.Eventually(t, time.Minute, fmt.Sprintf("%d live shard Leases", n), func() error {
+		if live := liveShards(leases.latest(t)); len(live) != n {
+			return fmt.Errorf("shard Leases held: %v", live)
+		}
+		return nil
+	})
+}
+
+// shardClusters names n registrations (shard-00…) and their leaves.
+func shardClusters(n int) (clusters, leaves []string) {
+	for i := range n {
+		c := fmt.Sprintf("shard-%02d", i)
+		clusters = append(clusters, c)
+		leaves = append(leaves, "leaf-"+c)
+	}
+	return clusters, leaves
 }
