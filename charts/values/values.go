@@ -97,11 +97,15 @@ type Image struct {
 }
 
 // HeartbeatPriority puts leafsync's Lease renewals at kubelets' API
-// priority (a FlowSchema into the built-in node-high priority level).
+// priority (a FlowSchema into the built-in node-high priority level), and
+// its own Leases in the release namespace (leader election, shard and
+// member Leases) at controllers' leader-election priority level.
 type HeartbeatPriority struct {
 	Enabled bool `json:"enabled"`
-	// MatchingPrecedence of the FlowSchema: after system-node-high (400), before service-accounts (9000).
+	// MatchingPrecedence of the FlowSchema of the leaves' Leases: after system-node-high (400), before service-accounts (9000).
 	MatchingPrecedence int `json:"matchingPrecedence" jsonschema:"minimum=1,maximum=10000"`
+	// LeaderElectionMatchingPrecedence of the FlowSchema of leafsync's own Leases: after system-leader-election (100), before service-accounts (9000).
+	LeaderElectionMatchingPrecedence int `json:"leaderElectionMatchingPrecedence" jsonschema:"minimum=1,maximum=10000"`
 }
 
 // PodSync configures the chart's RBAC for pod sync.

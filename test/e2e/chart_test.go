@@ -25,6 +25,7 @@ import (
 	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/internal/syncer/config"
 	"github.com/leafsync/leafsync/internal/syncer/guard"
+	"github.com/leafsync/leafsync/internal/syncer/shard"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -203,6 +204,25 @@ func TestHelmChart(t *testing.T) {
 	}
 	if got := priorityOf("/api/v1/nodes/" + leaf); got == nodeHigh.UID || got == "" {
 		t.Errorf("leafsync's Node read ran at priority level %q: the FlowSchema matches too much (or APF is off)", got)
+	}
+	// Its own Leases in the release namespace (leader election, a shard
+	// Lease, a member Lease: leader election in all but name) get
+	// controllers' leader-election priority level; the informer's list of
+	// them and its other reads there do not.
+	leaderElection, err := hc.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "leader-election", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownLeases := "/apis/coordination.k8s.io/v1/namespaces/" + leafsyncNamespace + "/leases"
+	for _, name := range []string{"leafsync-leader", shard.ShardLeaseName("leafsync-0"), shard.MemberLeaseName("member-a")} {
+		if got := priorityOf(ownLeases + "/" + name); got != leaderElection.UID {
+			t.Errorf("leafsync's request on its Lease %s ran at priority level %q, want leader-election (%s)", name, got, leaderElection.UID)
+		}
+	}
+	for _, path := range []string{ownLeases, "/api/v1/namespaces/" + leafsyncNamespace + "/configmaps/leafsync-config"} {
+		if got := priorityOf(path); got == leaderElection.UID || got == nodeHigh.UID || got == "" {
+			t.Errorf("leafsync's GET %s ran at priority level %q: a FlowSchema matches too much (or APF is off)", path, got)
+		}
 	}
 
 	member := f.members["member-a"]

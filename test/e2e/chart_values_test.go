@@ -61,7 +61,8 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 // topology spread reach the pod; name overrides name the objects; the
 // ServiceMonitor selects the Service by the selector labels alone; with
 // force, ServiceMonitor and PrometheusRule render without their CRDs; the
-// uninstall hook and the node fence follow the names and can be turned off.
+// uninstall hook, the node fence and the heartbeat FlowSchemas follow the
+// names and can be turned off.
 func TestHelmChartValues(t *testing.T) {
 	dir := t.TempDir()
 	values := filepath.Join(dir, "values.yaml")
@@ -152,6 +153,16 @@ prometheusRule: {force: true}
 	}
 	if off := helm(t, "template", "leafsync", chartDir, "-f", values, "--set", "nodeFence.enabled=false"); strings.Contains(off, "node-fence") {
 		t.Errorf("nodeFence.enabled=false still renders the node fence")
+	}
+	// Both heartbeat FlowSchemas (the leaves' Leases, leafsync's own) follow
+	// the names; heartbeatPriority.enabled=false turns both off.
+	for _, name := range []string{"name: fleet-manager-leaf-heartbeats", "name: fleet-manager-leader-election"} {
+		if !strings.Contains(rendered, name) {
+			t.Errorf("no FlowSchema %q rendered", name)
+		}
+	}
+	if off := helm(t, "template", "leafsync", chartDir, "-f", values, "--set", "heartbeatPriority.enabled=false"); strings.Contains(off, "kind: FlowSchema") {
+		t.Errorf("heartbeatPriority.enabled=false still renders a FlowSchema")
 	}
 }
 
