@@ -55,6 +55,9 @@ type AuditEvent struct {
 	} `json:"responseStatus"`
 	SourceIPs       []string  `json:"sourceIPs"`
 	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	// StageTimestamp: when the event's stage was reached (for the
+	// ResponseComplete events AuditEvents returns, the response's end).
+	StageTimestamp time.Time `json:"stageTimestamp"`
 }
 
 func (c *Cluster) auditArgs(custom string) ([]string, error) {

@@ -60,7 +60,9 @@ func paramsFromEnv(t *testing.T) params {
 var production = harness.Timings{NodeMonitorPeriod: 5 * time.Second, NodeMonitorGracePeriod: 50 * time.Second, NodeEvictionRate: 0.1}
 
 // auditAll records every request, so that leafsync's can be counted by
-// verb and resource.
+// verb and resource. Metadata level, with the ResponseComplete stage,
+// holds both the time a request was received and the time its response
+// completed (splitUpdates reads them).
 const auditAll = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -94,6 +96,13 @@ func TestScaleBench(t *testing.T) {
 		}
 		md, _ := os.ReadFile(filepath.Join(out, "report.md"))
 		t.Logf("report in %s:\n%s", out, md)
+		// After the report, so that it shows them: a leaf of a healthy
+		// member that lost Ready is the fault leafsync exists to prevent.
+		for _, s := range rep.Steps {
+			if text := s.readyLossText(); text != "" {
+				t.Errorf("at %d registrations, %s", s.Registrations, text)
+			}
+		}
 	}()
 
 	ctx := context.Background()
@@ -116,6 +125,9 @@ func TestScaleBench(t *testing.T) {
 		step, err := b.step(ctx, n)
 		if err != nil {
 			rep.Stopped = fmt.Sprintf("at %d registrations: %v", n, err)
+			if text := step.readyLossText(); text != "" {
+				rep.Stopped += "; " + text
+			}
 			t.Errorf("%s", rep.Stopped)
 			return
 		}
@@ -139,8 +151,10 @@ func regName(i int) string  { return fmt.Sprintf("reg-%03d", i) }
 func leafName(i int) string { return "leaf-" + regName(i) }
 
 // step grows the registrations to n and measures.
-func (b *bench) step(ctx context.Context, n int) (Step, error) {
-	s := Step{Registrations: n, ChurnRate: b.p.churnRate * float64(b.p.members)}
+func (b *bench) step(ctx context.Context, n int) (s Step, err error) {
+	s = Step{Registrations: n, ChurnRate: b.p.churnRate * float64(b.p.members)}
+	lostBefore, stepStart := b.w.lossCount(), b.ls.scrape(b.t)
+	defer func() { s.recordLosses(b.w.lossesSince(lostBefore)) }()
 	created := map[string]time.Time{}
 	for i := b.regs; i < n; i++ {
 		at, err := b.register(ctx, i)
@@ -217,9 +231,13 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 	}
 	s.HostWritesPerLeafChurn = writesIn(reqs) / t1.Sub(t0).Seconds() / float64(n)
 
-	lat, err := b.leafUpdates(ctx)
+	updates, err := b.leafUpdates(ctx)
 	if err != nil {
 		return s, err
+	}
+	var lat []float64
+	for _, u := range updates {
+		lat = append(lat, u.seen.Sub(u.deleted).Seconds())
 	}
 	if want := b.p.updates * (n / len(b.members)); len(lat) < want {
 		return s, fmt.Errorf("%d leaf updates measured, want at least %d", len(lat), want)
@@ -238,7 +256,49 @@ func (b *bench) step(ctx context.Context, n int) (Step, error) {
 	}
 	s.RegisterAlone = ready.Sub(at).Seconds()
 	b.regs++
+
+	// The leaf updates' writes are looked up only now: the bench's watch
+	// can see a write before the host has logged its completion.
+	if err := b.splitLeafUpdates(updates, &s); err != nil {
+		return s, err
+	}
+	stepEnd := b.ls.scrape(b.t)
+	for i := range b.ls {
+		failed := stepEnd[i].sum(leaseFailures) - stepStart[i].sum(leaseFailures)
+		s.LeaseRenewalFailures += failed
+		if i < len(s.Replicas) {
+			s.Replicas[i].LeaseRenewalFailures = failed
+		}
+	}
 	return s, nil
+}
+
+// leaseFailures counts failed rounds of leaf Lease renewal.
+const leaseFailures = "leafsync_lease_renewal_failures_total"
+
+// splitLeafUpdates puts in s where the updates' time went, from the host's
+// audit log.
+func (b *bench) splitLeafUpdates(updates []leafUpdate, s *Step) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	// Updates are in the order the nodes were deleted.
+	from, to := updates[0].deleted, updates[0].seen
+	for _, u := range updates {
+		if u.seen.After(to) {
+			to = u.seen
+		}
+	}
+	evs, err := leafsyncEvents(b.host, from, to.Add(time.Nanosecond))
+	if err != nil {
+		return err
+	}
+	sp := splitUpdates(updates, evs)
+	if sp.missing == len(updates) {
+		return fmt.Errorf("no status patch of a leaf by leafsync in the host's audit log for any of %d leaf updates", len(updates))
+	}
+	sp.record(s)
+	return nil
 }
 
 // register creates registration i's Secret and returns when.
@@ -265,8 +325,8 @@ func (b *bench) register(ctx context.Context, i int) (time.Time, error) {
 // churn's pods, landing while the bench waited for the added node, for the
 // node itself; the node was then deleted before that leaf had counted it,
 // and its leaf, right all along, looked as if it missed the removal.
-func (b *bench) leafUpdates(ctx context.Context) ([]float64, error) {
-	var out []float64
+func (b *bench) leafUpdates(ctx context.Context) ([]leafUpdate, error) {
+	var out []leafUpdate
 	for k := range b.p.updates {
 		mi := (b.extra + k) % len(b.members)
 		m := b.members[mi]
@@ -293,7 +353,7 @@ func (b *bench) leafUpdates(ctx context.Context) ([]float64, error) {
 			return nil, fmt.Errorf("leaves did not show removed node %s-0: %w", name, err)
 		}
 		for _, l := range leaves {
-			out = append(out, b.w.markedAt(l).Sub(at).Seconds())
+			out = append(out, leafUpdate{leaf: l, deleted: at, seen: b.w.markedAt(l)})
 		}
 	}
 	b.extra += b.p.updates
@@ -464,17 +524,18 @@ func writesIn(reqs map[string]int) float64 {
 // such a node.
 const markerResource corev1.ResourceName = "scalebench.leafsync.io/extra-node"
 
-// leafWatch follows the host's Nodes: when each leaf was first Ready, and
-// whether and since when it offers markerResource.
+// leafWatch follows the host's Nodes: when each leaf was first Ready,
+// when one lost Ready, and whether and since when each offers
+// markerResource.
 type leafWatch struct {
 	mu     sync.Mutex
-	ready  map[string]time.Time
+	ready  readyTracker
 	marked map[string]bool
 	since  map[string]time.Time // when marked last changed
 }
 
 func newLeafWatch(t *testing.T, host *harness.Cluster) *leafWatch {
-	w := &leafWatch{ready: map[string]time.Time{}, marked: map[string]bool{}, since: map[string]time.Time{}}
+	w := &leafWatch{ready: newReadyTracker(), marked: map[string]bool{}, since: map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := informers.NewSharedInformerFactory(host.Client(), 0)
@@ -487,9 +548,7 @@ func newLeafWatch(t *testing.T, host *harness.Cluster) *leafWatch {
 		now := time.Now()
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if _, seen := w.ready[n.Name]; !seen && harness.NodeReady(n) == corev1.ConditionTrue {
-			w.ready[n.Name] = now
-		}
+		w.ready.observe(n, now)
 		q, has := n.Status.Capacity[markerResource]
 		marked := has && !q.IsZero()
 		if old, ok := w.marked[n.Name]; !ok || old != marked {
@@ -505,7 +564,7 @@ func newLeafWatch(t *testing.T, host *harness.Cluster) *leafWatch {
 func (w *leafWatch) waitReady(leaf string, deadline time.Time) (time.Time, error) {
 	for {
 		w.mu.Lock()
-		at, ok := w.ready[leaf]
+		at, ok := w.ready.first[leaf]
 		w.mu.Unlock()
 		if ok {
 			return at, nil
@@ -515,6 +574,20 @@ func (w *leafWatch) waitReady(leaf string, deadline time.Time) (time.Time, error
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lossCount is how many Ready losses the watch has seen so far.
+func (w *leafWatch) lossCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ready.losses)
+}
+
+// lossesSince are the Ready losses seen after the first i.
+func (w *leafWatch) lossesSince(i int) []ReadyLoss {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]ReadyLoss(nil), w.ready.losses[i:]...)
 }
 
 func (w *leafWatch) markedAt(leaf string) time.Time {

@@ -25,7 +25,9 @@ type ReplicaStep struct {
 	// (audit log, told apart by user agent).
 	HostWritesPerSec float64 `json:"hostWritesPerSec"`
 	LeaseLagP99      float64 `json:"leaseLagP99"`
-	Goroutines       int     `json:"goroutines"`
+	// LeaseRenewalFailures: as Step's, this replica's alone.
+	LeaseRenewalFailures float64 `json:"leaseRenewalFailures"`
+	Goroutines           int     `json:"goroutines"`
 }
 
 // replicaOfUserAgent is the replica named in a sharded leafsync's user
@@ -48,13 +50,13 @@ func (rep *Report) replicasMarkdown(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nPer replica (%d replicas, sharding on; the table above sums RSS, Go heap, CPU, probes and goroutines over them):\n\n", rep.Replicas)
-	fmt.Fprintln(w, "| registrations | replica | members held / acting | RSS steady / churn | Go heap steady | CPU steady / churn (cores) | host writes/s | Lease renewal lag p99 | goroutines |")
+	fmt.Fprintln(w, "| registrations | replica | members held / acting | RSS steady / churn | Go heap steady | CPU steady / churn (cores) | host writes/s | Lease renewal lag p99, failed renewals | goroutines |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rep.Steps {
 		for _, r := range s.Replicas {
-			fmt.Fprintf(w, "| %d | %s | %d / %d | %.0f / %.0f MiB | %.0f MiB | %.2f / %.2f | %.2f | %.2fs | %d |\n",
+			fmt.Fprintf(w, "| %d | %s | %d / %d | %.0f / %.0f MiB | %.0f MiB | %.2f / %.2f | %.2f | %.2fs, %.0f | %d |\n",
 				s.Registrations, r.Replica, r.Members, r.Acting, r.SteadyRSSMiB, r.ChurnRSSMiB, r.SteadyHeapMiB,
-				r.SteadyCPU, r.ChurnCPU, r.HostWritesPerSec, r.LeaseLagP99, r.Goroutines)
+				r.SteadyCPU, r.ChurnCPU, r.HostWritesPerSec, r.LeaseLagP99, r.LeaseRenewalFailures, r.Goroutines)
 		}
 	}
 }

@@ -49,6 +49,19 @@ type Step struct {
 	LeafUpdateP50 float64 `json:"leafUpdateP50"`
 	LeafUpdateP99 float64 `json:"leafUpdateP99"`
 	LeafUpdates   int     `json:"leafUpdates"`
+	// Where a leaf update's time went (host audit log): from the node's
+	// deletion until the host API server received leafsync's status patch
+	// of the leaf that removed it (ToHost), and from then until the server
+	// completed that request (InHost); p50/p99 over the updates whose patch
+	// was found. WritesMissing: updates with no such patch;
+	// WritesAmbiguous: updates with several, of which the last received
+	// before the bench saw the change was taken (splitUpdates).
+	LeafUpdateToHostP50       float64 `json:"leafUpdateToHostP50"`
+	LeafUpdateToHostP99       float64 `json:"leafUpdateToHostP99"`
+	LeafUpdateInHostP50       float64 `json:"leafUpdateInHostP50"`
+	LeafUpdateInHostP99       float64 `json:"leafUpdateInHostP99"`
+	LeafUpdateWritesMissing   int     `json:"leafUpdateWritesMissing"`
+	LeafUpdateWritesAmbiguous int     `json:"leafUpdateWritesAmbiguous"`
 	// Host API requests per second made by leafsync in steady state, by
 	// "verb resource[/subresource]" (from the host's audit log), and the
 	// writes among them per leaf.
@@ -61,6 +74,15 @@ type Step struct {
 	ProbesPerSec float64 `json:"probesPerSec"`
 	LeaseLagP99  float64 `json:"leaseLagP99"`
 	Goroutines   int     `json:"goroutines"`
+	// LeaseRenewalFailures: rounds of leaf Lease renewal that failed over
+	// the whole step (leafsync_lease_renewal_failures_total; a round
+	// retried in time is no fault a user sees, a leaf that lost Ready is).
+	LeaseRenewalFailures float64 `json:"leaseRenewalFailures"`
+	// ReadyLost: how many times, over the whole step, a leaf that had been
+	// Ready was seen by the bench's host informer with Ready False or
+	// Unknown; ReadyLosses: the first of them. Any fails the run.
+	ReadyLost   int         `json:"readyLost"`
+	ReadyLosses []ReadyLoss `json:"readyLosses,omitempty"`
 	// Replicas: each replica's share when REPLICAS > 1 (the figures above
 	// are then the fleet's: sums of the replicas' RSS, heap, CPU, probes
 	// and goroutines).
@@ -96,13 +118,20 @@ func (rep *Report) Markdown(w io.Writer) {
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "Stopped: %s\n\n", rep.Stopped)
 	}
-	fmt.Fprintln(w, "| registrations | registration → Ready: batch p50 / p99, alone | RSS steady / churn | Go heap steady | CPU steady / churn (cores) | leaf update p50 / p99 | host writes/s per leaf steady / churn | probes/s | Lease renewal lag p99 | goroutines |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| registrations | registration → Ready: batch p50 / p99, alone | RSS steady / churn | Go heap steady | CPU steady / churn (cores) | leaf update p50 / p99 | host writes/s per leaf steady / churn | probes/s | Lease renewal lag p99, failed renewals | leaves that lost Ready | goroutines |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rep.Steps {
-		fmt.Fprintf(w, "| %d | %.1fs / %.1fs, %.1fs | %.0f / %.0f MiB | %.0f MiB | %.2f / %.2f | %.2fs / %.2fs (n=%d) | %.3f / %.3f | %.1f | %.2fs | %d |\n",
+		fmt.Fprintf(w, "| %d | %.1fs / %.1fs, %.1fs | %.0f / %.0f MiB | %.0f MiB | %.2f / %.2f | %.2fs / %.2fs (n=%d) | %.3f / %.3f | %.1f | %.2fs, %.0f | %d | %d |\n",
 			s.Registrations, s.RegisterP50, s.RegisterP99, s.RegisterAlone, s.SteadyRSSMiB, s.ChurnRSSMiB, s.SteadyHeapMiB,
-			s.SteadyCPU, s.ChurnCPU, s.LeafUpdateP50, s.LeafUpdateP99, s.LeafUpdates, s.HostWritesPerLeaf, s.HostWritesPerLeafChurn, s.ProbesPerSec, s.LeaseLagP99, s.Goroutines)
+			s.SteadyCPU, s.ChurnCPU, s.LeafUpdateP50, s.LeafUpdateP99, s.LeafUpdates, s.HostWritesPerLeaf, s.HostWritesPerLeafChurn, s.ProbesPerSec,
+			s.LeaseLagP99, s.LeaseRenewalFailures, s.ReadyLost, s.Goroutines)
 	}
+	for _, s := range rep.Steps {
+		if text := s.readyLossText(); text != "" {
+			fmt.Fprintf(w, "\nAt %d registrations, %s.\n", s.Registrations, text)
+		}
+	}
+	rep.updateSplitMarkdown(w)
 	rep.replicasMarkdown(w)
 	if len(rep.Steps) == 0 {
 		return
@@ -130,6 +159,22 @@ func (rep *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(w, " %.2f |", s.HostRequests[k])
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// updateSplitMarkdown writes where the leaf updates' time went.
+func (rep *Report) updateSplitMarkdown(w io.Writer) {
+	if len(rep.Steps) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nWhere a leaf update's time went (host audit log: leafsync's status patch of the leaf that removed the node):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| registrations | leaf update p50 / p99 | until the host received the write p50 / p99 | in the host API server p50 / p99 | updates without a write found / with several |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, s := range rep.Steps {
+		fmt.Fprintf(w, "| %d | %.2fs / %.2fs (n=%d) | %.2fs / %.2fs | %.3fs / %.3fs | %d / %d |\n",
+			s.Registrations, s.LeafUpdateP50, s.LeafUpdateP99, s.LeafUpdates, s.LeafUpdateToHostP50, s.LeafUpdateToHostP99,
+			s.LeafUpdateInHostP50, s.LeafUpdateInHostP99, s.LeafUpdateWritesMissing, s.LeafUpdateWritesAmbiguous)
 	}
 }
 

@@ -1,10 +1,12 @@
 package scalebench
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPercentile(t *testing.T) {
@@ -37,5 +39,35 @@ func TestReportWrite(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, "scale.png")); err != nil || st.Size() == 0 {
 		t.Fatalf("plot: %v", err)
+	}
+}
+
+func TestReportMarkdownShowsLossesFailuresAndTheUpdateSplit(t *testing.T) {
+	lost := time.Date(2026, 11, 25, 17, 10, 3, 0, time.UTC)
+	rep := &Report{Replicas: 3, Steps: []Step{
+		{Registrations: 300, LeaseLagP99: 0.05, LeafUpdates: 300, LeafUpdateP50: 0.61, LeafUpdateP99: 1.38,
+			LeafUpdateToHostP50: 0.4, LeafUpdateToHostP99: 1.1, LeafUpdateInHostP50: 0.012, LeafUpdateInHostP99: 0.25},
+		{Registrations: 600, LeaseLagP99: 0.1, LeaseRenewalFailures: 1068, ReadyLost: 599,
+			ReadyLosses:             []ReadyLoss{{Leaf: "leaf-reg-000", At: lost, Status: "Unknown", Reason: "NodeStatusUnknown"}},
+			LeafUpdateWritesMissing: 2, LeafUpdateWritesAmbiguous: 5,
+			Replicas: []ReplicaStep{{Replica: "r0", LeaseLagP99: 0.05, LeaseRenewalFailures: 350}}},
+	}}
+	var buf bytes.Buffer
+	rep.Markdown(&buf)
+	for _, want := range []string{
+		"| Lease renewal lag p99, failed renewals | leaves that lost Ready | goroutines |",
+		"| 0.05s, 0 | 0 | 0 |",
+		"| 0.10s, 1068 | 599 | 0 |",
+		"At 600 registrations, 599 times a leaf lost Ready: leaf-reg-000 Unknown at 17:10:03.000 (NodeStatusUnknown) and 598 more.",
+		"| 300 | 0.61s / 1.38s (n=300) | 0.40s / 1.10s | 0.012s / 0.250s | 0 / 0 |",
+		"| 600 | 0.00s / 0.00s (n=0) | 0.00s / 0.00s | 0.000s / 0.000s | 2 / 5 |",
+		"| 600 | r0 | 0 / 0 | 0 / 0 MiB | 0 MiB | 0.00 / 0.00 | 0.00 | 0.05s, 350 | 0 |",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no %q in:\n%s", want, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), "At 300 registrations") {
+		t.Errorf("a step without losses has a loss line:\n%s", buf.String())
 	}
 }
