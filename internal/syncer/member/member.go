@@ -98,6 +98,8 @@ type Runtime struct {
 	factory   informers.SharedInformerFactory
 	nodes     cache.SharedIndexInformer // *cachedNode
 	pods      cache.SharedIndexInformer // *corev1.Pod (synced) and *ForeignPod
+	nodesFan  *fanout                   // nodes, as consumers add handlers to it
+	podsFan   *fanout
 	breaker   *Breaker
 	prober    *Prober
 
@@ -197,6 +199,14 @@ func New(o Options) (*Runtime, error) {
 	r.pods = r.factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewPodInformer(c, metav1.NamespaceAll, resync, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
 	})
+	// Consumers' handlers share one client-go handler an informer (see
+	// fanout): a handler of its own costs two goroutines and a buffer.
+	if r.nodesFan, err = newFanout(r.nodes); err != nil {
+		return nil, fmt.Errorf("member %q: %w", o.Cluster, err)
+	}
+	if r.podsFan, err = newFanout(r.pods); err != nil {
+		return nil, fmt.Errorf("member %q: %w", o.Cluster, err)
+	}
 
 	readyz, err := readyzURL(cfg)
 	if err != nil {
@@ -298,23 +308,24 @@ func (r *Runtime) WatchClient() kubernetes.Interface { return r.watch }
 // breaker, timeout, QPS and user agent applied, for other kinds of clients.
 func (r *Runtime) RESTConfig() *rest.Config { return rest.CopyConfig(r.config) }
 
-// NodeInformer returns the member's Node informer, for event handlers:
-// its objects are the cache's records of the nodes (see transform), read
-// through Nodes.
-func (r *Runtime) NodeInformer() cache.SharedIndexInformer { return r.nodes }
+// NodeInformer returns the member's Node informer, for event handlers
+// that only enqueue (see fanout): its objects are the cache's records of
+// the nodes (see transform), read through Nodes.
+func (r *Runtime) NodeInformer() cache.SharedIndexInformer { return r.nodesFan }
 
 // Nodes lists, from the cache, what the leaf reads of each of the
 // member's nodes.
 func (r *Runtime) Nodes() []*leafnode.MemberNode { return memberNodes(r.nodes.GetStore()) }
 
-// Pods returns the member's Pod informer. Its objects, as event handlers
-// get them, are the *corev1.Pod of pods leafsync synced and the
-// *ForeignPod of every other (see transform); its Lister is PodLister.
+// Pods returns the member's Pod informer, for event handlers that only
+// enqueue (see fanout). Its objects, as event handlers get them, are the
+// *corev1.Pod of pods leafsync synced and the *ForeignPod of every other
+// (see transform); its Lister is PodLister.
 func (r *Runtime) Pods() coreinformers.PodInformer { return podInformer{r} }
 
 type podInformer struct{ r *Runtime }
 
-func (p podInformer) Informer() cache.SharedIndexInformer { return p.r.pods }
+func (p podInformer) Informer() cache.SharedIndexInformer { return p.r.podsFan }
 func (p podInformer) Lister() corelisters.PodLister       { return p.r.PodLister() }
 
 // PodLister lists the member's Pods from the cache: foreign pods as
