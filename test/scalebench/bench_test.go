@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/leafsync/leafsync/internal/syncer/metrics"
 	"github.com/leafsync/leafsync/test/harness"
 )
 
@@ -273,8 +274,10 @@ func (b *bench) step(ctx context.Context, n int) (s Step, err error) {
 	return s, nil
 }
 
-// leaseFailures counts failed rounds of leaf Lease renewal.
-const leaseFailures = "leafsync_lease_renewal_failures_total"
+// leaseFailures counts failed rounds of leaf Lease renewal; named from
+// leafsync's own spec, so that a rename cannot leave the bench summing a
+// metric that no longer exists (its sum would be 0: no failures).
+var leaseFailures = metrics.LeaseRenewalFailures.Name
 
 // splitLeafUpdates puts in s where the updates' time went, from the host's
 // audit log.
