@@ -11,7 +11,11 @@
 // The Runner owns the event handlers a member's work keeps on the member
 // runtime's informers. When a reconnect replaces the runtime, the handlers
 // are added to the new runtime's informers before they leave the old ones
-// (make before break), so no member object change goes unseen.
+// (make before break), so no member object change goes unseen. A member
+// runtime calls the handlers kept on its informers one after the other,
+// from one client-go handler an informer (member.fanout: a handler of its
+// own would cost two goroutines and a buffer, per handler and member): a
+// handler only enqueues, and returns at once.
 package engage
 
 import (
@@ -30,9 +34,10 @@ import (
 // concurrently.
 type Engager interface {
 	// Engage starts the member's work, or points it at m's new runtime or
-	// spec. It returns the handlers to keep on m's informers; a handler must
-	// stay valid until the member is disengaged (it is not re-registered
-	// while its informer stays the same).
+	// spec. It returns the handlers to keep on m's informers (each only
+	// enqueues: see the package doc); a handler must stay valid until the
+	// member is disengaged (it is not re-registered while its informer
+	// stays the same).
 	Engage(ctx context.Context, m clusters.Member) []Handler
 	// Decided reports the engine's decision on a probe of an engaged
 	// member (m.Readiness): its new status, and transitions if any.
