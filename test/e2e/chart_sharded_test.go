@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +39,12 @@ import (
 //   - each leaf's Lease is written by one replica at a time, following
 //     the member Lease's holders (host audit log), and the gap between
 //     the old writer's last renewal and the new one's first is below the
-//     leaf Lease's duration.
+//     leaf Lease's duration;
+//   - the host's API Priority and Fairness dispatched leafsync's requests
+//     on its shard and member Leases at priority level leader-election,
+//     and on the leaves' Leases at node-high (the chart's FlowSchemas):
+//     at least as many as the versions of the former written, and the
+//     writes of the latter in the host audit log.
 //
 // Reported: the rollout's duration, the handovers, the longest gap.
 func TestHelmShardedRollingUpgrade(t *testing.T) {
@@ -242,6 +249,39 @@ func TestHelmShardedRollingUpgrade(t *testing.T) {
 	}
 	t.Logf("rolling upgrade of %d replicas: rolled in %s, %d handovers of %d members, longest gap between leaf Lease renewals %s",
 		replicas, rolled.Round(100*time.Millisecond), handovers, len(clusters), maxGap.Round(100*time.Millisecond))
+
+	// The Leases' priority in the host, from real traffic: a write the
+	// chart's FlowSchemas missed (a verb, a namespace) would run as any
+	// ServiceAccount's, workload-low, and leave the count short.
+	sa := "system:serviceaccount:" + ns + ":" + release
+	leafWrites, err := host.AuditEvents(func(e harness.AuditEvent) bool {
+		return e.User.Username == sa && e.ObjectRef.Resource == "leases" && e.ObjectRef.Namespace == corev1.NamespaceNodeLease &&
+			e.Verb != "delete" && e.ResponseStatus.Code != http.StatusTooManyRequests // refused by APF: never dispatched
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := hc.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apf, err := parseMetrics(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		schema, level string
+		atLeast       int
+	}{
+		{release + "-leader-election", "leader-election", len(leases.all(t))},
+		{release + "-leaf-heartbeats", "node-high", len(leafWrites)},
+	} {
+		got := metricValue(apf, "apiserver_flowcontrol_dispatched_requests_total", "flow_schema", c.schema, "priority_level", c.level)
+		t.Logf("host APF dispatched %v requests of FlowSchema %s at %s (at least %d written)", got, c.schema, c.level, c.atLeast)
+		if got < float64(c.atLeast) || got == 0 {
+			t.Errorf("host APF dispatched %v requests of FlowSchema %s at priority level %s, fewer than the %d Lease writes it covers", got, c.schema, c.level, c.atLeast)
+		}
+	}
 }
 
 // imageRepoTag splits an image archive's name into the chart's
