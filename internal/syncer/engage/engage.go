@@ -12,10 +12,10 @@
 // runtime's informers. When a reconnect replaces the runtime, the handlers
 // are added to the new runtime's informers before they leave the old ones
 // (make before break), so no member object change goes unseen. A member
-// runtime calls the handlers kept on its informers one after the other,
-// from one client-go handler an informer (member.fanout: a handler of its
-// own would cost two goroutines and a buffer, per handler and member): a
-// handler only enqueues, and returns at once.
+// runtime calls the handlers kept on its informers itself, one after the
+// other, on the goroutine that fills the cache (member.Informer: a
+// client-go listener a handler would cost two goroutines and a buffer,
+// per handler and member): a handler only enqueues, and returns at once.
 package engage
 
 import (

@@ -65,7 +65,7 @@ func TestHandlerFootprint(t *testing.T) {
 	var seen atomic.Int64
 	count := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { seen.Add(1) }}
 	for _, rt := range runtimes {
-		for _, inf := range []cache.SharedIndexInformer{rt.NodeInformer(), rt.Pods().Informer(), rt.Pods().Informer(), rt.NodeInformer(), rt.Pods().Informer()} {
+		for _, inf := range []*Informer{rt.NodeInformer(), rt.Pods().Informer(), rt.Pods().Informer(), rt.NodeInformer(), rt.Pods().Informer()} {
 			if _, err := inf.AddEventHandler(count); err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,8 @@
 // timeouts, QPS/burst and a leafsync user agent), its Node and Pod informers
 // (with a transform that keeps of each object only what leafsync reads: of
 // a node a leafnode.MemberNode, of a pod leafsync did not place a
-// ForeignPod), its prober (GET /readyz,
+// ForeignPod; their event handlers are called on the goroutine that fills
+// the cache, so each only enqueues: see Informer), its prober (GET /readyz,
 // classified for the hysteresis engine), and its circuit breaker, through
 // which every call to the member goes but the probe. The probe has a
 // transport (and connections) of its own: it is the only readiness signal,
@@ -29,8 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -95,11 +95,8 @@ type Runtime struct {
 	probeRT   http.RoundTripper // the prober's own: no breaker, own connections
 	kube      kubernetes.Interface
 	watch     kubernetes.Interface // kube without the overall timeout
-	factory   informers.SharedInformerFactory
-	nodes     cache.SharedIndexInformer // *cachedNode
-	pods      cache.SharedIndexInformer // *corev1.Pod (synced) and *ForeignPod
-	nodesFan  *fanout                   // nodes, as consumers add handlers to it
-	podsFan   *fanout
+	nodes     *Informer            // *cachedNode
+	pods      *Informer            // *corev1.Pod (synced) and *ForeignPod
 	breaker   *Breaker
 	prober    *Prober
 
@@ -188,25 +185,12 @@ func New(o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member %q: building informer client: %w", o.Cluster, err)
 	}
-	r.factory = informers.NewSharedInformerFactoryWithOptions(r.watch, o.Resync,
-		informers.WithTransform(transform))
-	// Both informers are made here, so Start starts them, with the one
-	// index a reader uses: pods leafsync synced by namespace (see
+	// The one index a reader uses: pods leafsync synced by namespace (see
 	// syncedNamespace). Nodes need none.
-	r.nodes = r.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewNodeInformer(c, resync, cache.Indexers{})
-	})
-	r.pods = r.factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewPodInformer(c, metav1.NamespaceAll, resync, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
-	})
-	// Consumers' handlers share one client-go handler an informer (see
-	// fanout): a handler of its own costs two goroutines and a buffer.
-	if r.nodesFan, err = newFanout(r.nodes); err != nil {
-		return nil, fmt.Errorf("member %q: %w", o.Cluster, err)
-	}
-	if r.podsFan, err = newFanout(r.pods); err != nil {
-		return nil, fmt.Errorf("member %q: %w", o.Cluster, err)
-	}
+	nodes, pods := r.watch.CoreV1().Nodes(), r.watch.CoreV1().Pods(metav1.NamespaceAll)
+	r.nodes = newInformer(listWatch(r.watch, nodes.List, nodes.Watch), &corev1.Node{}, o.Resync, transform, cache.Indexers{})
+	r.pods = newInformer(listWatch(r.watch, pods.List, pods.Watch), &corev1.Pod{}, o.Resync, transform,
+		cache.Indexers{cache.NamespaceIndex: syncedNamespace})
 
 	readyz, err := readyzURL(cfg)
 	if err != nil {
@@ -253,14 +237,9 @@ func (r *Runtime) Start(ctx context.Context) {
 	}
 	r.started = true
 	ctx, r.cancel = context.WithCancel(ctx)
-	// With the context, not its Done channel: an informer's context made
-	// from a channel costs a goroutine of its own, per informer and member.
-	r.factory.StartWithContext(ctx)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		r.prober.Run(ctx)
-	}()
+	r.wg.Go(func() { r.nodes.run(ctx) })
+	r.wg.Go(func() { r.pods.run(ctx) })
+	r.wg.Go(func() { r.prober.Run(ctx) })
 	r.log.V(1).Info("member runtime started")
 }
 
@@ -281,7 +260,6 @@ func (r *Runtime) Stop() {
 		cancel()
 	}
 	r.wg.Wait()
-	r.factory.Shutdown()
 	utilnet.CloseIdleConnectionsFor(r.transport)
 	utilnet.CloseIdleConnectionsFor(r.probeRT)
 	close(r.done)
@@ -309,32 +287,33 @@ func (r *Runtime) WatchClient() kubernetes.Interface { return r.watch }
 func (r *Runtime) RESTConfig() *rest.Config { return rest.CopyConfig(r.config) }
 
 // NodeInformer returns the member's Node informer, for event handlers
-// that only enqueue (see fanout): its objects are the cache's records of
+// that only enqueue (see Informer): its objects are the cache's records of
 // the nodes (see transform), read through Nodes.
-func (r *Runtime) NodeInformer() cache.SharedIndexInformer { return r.nodesFan }
+func (r *Runtime) NodeInformer() *Informer { return r.nodes }
 
 // Nodes lists, from the cache, what the leaf reads of each of the
 // member's nodes.
-func (r *Runtime) Nodes() []*leafnode.MemberNode { return memberNodes(r.nodes.GetStore()) }
+func (r *Runtime) Nodes() []*leafnode.MemberNode { return memberNodes(r.nodes.indexer) }
 
 // Pods returns the member's Pod informer, for event handlers that only
-// enqueue (see fanout). Its objects, as event handlers get them, are the
+// enqueue (see Informer). Its objects, as event handlers get them, are the
 // *corev1.Pod of pods leafsync synced and the *ForeignPod of every other
 // (see transform); its Lister is PodLister.
-func (r *Runtime) Pods() coreinformers.PodInformer { return podInformer{r} }
+func (r *Runtime) Pods() PodInformer { return PodInformer{r.pods} }
 
-type podInformer struct{ r *Runtime }
+// PodInformer is the member's Pod informer.
+type PodInformer struct{ informer *Informer }
 
-func (p podInformer) Informer() cache.SharedIndexInformer { return p.r.podsFan }
-func (p podInformer) Lister() corelisters.PodLister       { return p.r.PodLister() }
+// Informer returns the member's Pod informer (see Pods).
+func (p PodInformer) Informer() *Informer { return p.informer }
 
 // PodLister lists the member's Pods from the cache: foreign pods as
 // ForeignPod.Pod shows them.
-func (r *Runtime) PodLister() corelisters.PodLister { return podLister{r.pods.GetIndexer()} }
+func (r *Runtime) PodLister() corelisters.PodLister { return podLister{r.pods.indexer} }
 
 // ForeignPods lists, from the cache, the usage of the member's pods
 // leafsync did not place: what the leaf's aggregation subtracts.
-func (r *Runtime) ForeignPods() []*leafnode.PodUsage { return foreignPods(r.pods.GetIndexer()) }
+func (r *Runtime) ForeignPods() []*leafnode.PodUsage { return foreignPods(r.pods.indexer) }
 
 // HasSynced reports whether both informers have synced once.
 func (r *Runtime) HasSynced() bool {
@@ -351,3 +330,13 @@ func (r *Runtime) Breaker() *Breaker { return r.breaker }
 
 // Prober returns the member's prober.
 func (r *Runtime) Prober() *Prober { return r.prober }
+
+// listWatch lists and watches with list and watch, through client's
+// watch-list support (as client-go's generated informers do).
+func listWatch[L runtime.Object](client kubernetes.Interface, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) },
+		WatchFuncWithContext: watchFn,
+	}, client)
+}

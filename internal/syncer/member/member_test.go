@@ -171,7 +171,7 @@ func TestRuntimeStartStopNoLeak(t *testing.T) {
 	if nodes := rt.Nodes(); len(nodes) != 2 {
 		t.Fatalf("nodes = %d", len(nodes))
 	}
-	for _, o := range rt.NodeInformer().GetStore().List() {
+	for _, o := range rt.nodes.indexer.List() {
 		if _, ok := o.(*cachedNode); !ok {
 			t.Errorf("a node is cached as %T", o)
 		}

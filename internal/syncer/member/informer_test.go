@@ -10,13 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 )
 
-// view is what an enqueuing handler learns of a fanout's objects: the
+// view is what an enqueuing handler learns of an Informer's objects: the
 // last state of each it was told of, and how it was told.
 type view struct {
 	mu       sync.Mutex
@@ -70,10 +69,10 @@ func (v *view) snapshot() (map[string]string, []string, int) {
 	return maps.Clone(v.objects), append([]string(nil), v.events...), v.initial
 }
 
-// cached is the informer's store as a view would see it.
-func cached(f *fanout) map[string]string {
+// cached is the informer's cache as a view would see it.
+func cached(inf *Informer) map[string]string {
 	out := map[string]string{}
-	for _, o := range f.GetStore().List() {
+	for _, o := range inf.indexer.List() {
 		p := o.(*corev1.Pod)
 		out[p.Name] = p.Labels["v"]
 	}
@@ -84,19 +83,16 @@ func pod(name, version string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"v": version}}}
 }
 
-// startFanout runs a pod informer of client, with its fanout, until the
-// test ends.
-func startFanout(t *testing.T, client kubernetes.Interface) (*fanout, func()) {
+// podInformer is an Informer of client's pods; the returned start runs
+// it until the test ends.
+func podInformer(t *testing.T, client kubernetes.Interface) (*Informer, func()) {
 	t.Helper()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	f, err := newFanout(factory.Core().V1().Pods().Informer())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pods := client.CoreV1().Pods(metav1.NamespaceAll)
+	inf := newInformer(listWatch(client, pods.List, pods.Watch), &corev1.Pod{}, 0, nil, cache.Indexers{})
 	ctx, cancel := context.WithCancel(context.Background())
-	start := func() { factory.StartWithContext(ctx) }
-	t.Cleanup(func() { cancel(); factory.Shutdown() })
-	return f, start
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return inf, func() { wg.Go(func() { inf.run(ctx) }) }
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -113,15 +109,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // A handler that joins a synced informer gets every cached object as an
 // initial Add before AddEventHandler returns, and its registration has
 // synced; then it gets every later event.
-func TestFanoutJoinSyncedInformer(t *testing.T) {
+func TestInformerJoinSyncedInformer(t *testing.T) {
 	client := fake.NewClientset(pod("a", "1"), pod("b", "1"))
-	f, start := startFanout(t, client)
+	inf, start := podInformer(t, client)
 	start()
-	waitFor(t, "the informer to sync", f.HasSynced)
-	waitFor(t, "the fanout's listener to sync", f.listener.HasSynced)
+	waitFor(t, "the informer to sync", inf.HasSynced)
 
 	v := newView()
-	reg, err := f.AddEventHandler(v.handler())
+	reg, err := inf.AddEventHandler(v.handler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +148,11 @@ func TestFanoutJoinSyncedInformer(t *testing.T) {
 
 // Handlers that join while the informer's objects change miss nothing:
 // once the events are delivered, each handler's view is the cache.
-func TestFanoutJoinMissesNoEvent(t *testing.T) {
+func TestInformerJoinMissesNoEvent(t *testing.T) {
 	client := fake.NewClientset()
-	f, start := startFanout(t, client)
+	inf, start := podInformer(t, client)
 	start()
-	waitFor(t, "the informer to sync", f.HasSynced)
+	waitFor(t, "the informer to sync", inf.HasSynced)
 
 	ctx := context.Background()
 	pods := client.CoreV1().Pods("default")
@@ -190,7 +185,7 @@ func TestFanoutJoinMissesNoEvent(t *testing.T) {
 	}()
 	for range joiners {
 		v := newView()
-		if _, err := f.AddEventHandler(v.handler()); err != nil {
+		if _, err := inf.AddEventHandler(v.handler()); err != nil {
 			t.Fatal(err)
 		}
 		views = append(views, v)
@@ -205,7 +200,7 @@ func TestFanoutJoinMissesNoEvent(t *testing.T) {
 	for _, p := range list.Items {
 		want[p.Name] = p.Labels["v"]
 	}
-	waitFor(t, "the cache to hold every write", func() bool { return maps.Equal(cached(f), want) })
+	waitFor(t, "the cache to hold every write", func() bool { return maps.Equal(cached(inf), want) })
 	for i, v := range views {
 		waitFor(t, fmt.Sprintf("handler %d to see the cache", i), func() bool {
 			got, _, _ := v.snapshot()
@@ -215,21 +210,21 @@ func TestFanoutJoinMissesNoEvent(t *testing.T) {
 }
 
 // A removed handler is called no more; the others go on.
-func TestFanoutRemovedHandlerGetsNothing(t *testing.T) {
+func TestInformerRemovedHandlerGetsNothing(t *testing.T) {
 	client := fake.NewClientset(pod("a", "1"))
-	f, start := startFanout(t, client)
+	inf, start := podInformer(t, client)
 	start()
-	waitFor(t, "the informer to sync", f.HasSynced)
+	waitFor(t, "the informer to sync", inf.HasSynced)
 
 	gone, stays := newView(), newView()
-	reg, err := f.AddEventHandler(gone.handler())
+	reg, err := inf.AddEventHandler(gone.handler())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.AddEventHandler(stays.handler()); err != nil {
+	if _, err := inf.AddEventHandler(stays.handler()); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.RemoveEventHandler(reg); err != nil {
+	if err := inf.RemoveEventHandler(reg); err != nil {
 		t.Fatal(err)
 	}
 	gone.mu.Lock()
@@ -252,11 +247,11 @@ func TestFanoutRemovedHandlerGetsNothing(t *testing.T) {
 
 // A handler added before the informer starts gets the initial list from
 // the listener, and its registration syncs once it has all of it.
-func TestFanoutRegistrationSyncsWithInitialList(t *testing.T) {
+func TestInformerRegistrationSyncsWithInitialList(t *testing.T) {
 	client := fake.NewClientset(pod("a", "1"), pod("b", "1"), pod("c", "1"))
-	f, start := startFanout(t, client)
+	inf, start := podInformer(t, client)
 	v := newView()
-	reg, err := f.AddEventHandler(v.handler())
+	reg, err := inf.AddEventHandler(v.handler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,23 +270,26 @@ func TestFanoutRegistrationSyncsWithInitialList(t *testing.T) {
 	}
 }
 
-// A handler with options has a listener of its own on the informer, and
-// is removed from it.
-func TestFanoutHandlerWithOptionsIsTheInformers(t *testing.T) {
+// With a resync period, the handlers get every cached object again as an
+// Update, as a shared informer's handlers do.
+func TestInformerResyncReachesHandlers(t *testing.T) {
 	client := fake.NewClientset(pod("a", "1"))
-	f, start := startFanout(t, client)
-	start()
-	waitFor(t, "the informer to sync", f.HasSynced)
+	pods := client.CoreV1().Pods(metav1.NamespaceAll)
+	inf := newInformer(listWatch(client, pods.List, pods.Watch), &corev1.Pod{}, 50*time.Millisecond, nil, cache.Indexers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { inf.run(ctx) })
 	v := newView()
-	reg, err := f.AddEventHandlerWithOptions(v.handler(), cache.HandlerOptions{})
-	if err != nil {
+	if _, err := inf.AddEventHandler(v.handler()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := reg.(*fanoutHandler); ok {
-		t.Fatal("a handler with options went on the fanout")
-	}
-	waitFor(t, "its registration to sync", reg.HasSynced)
-	if err := f.RemoveEventHandler(reg); err != nil {
-		t.Fatal(err)
+	waitFor(t, "two resyncs", func() bool {
+		_, events, _ := v.snapshot()
+		return len(events) >= 3 // the initial add, then updates
+	})
+	if _, events, _ := v.snapshot(); events[1] != "update a" {
+		t.Errorf("events = %v, want resync updates of a", events)
 	}
 }
