@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -83,8 +84,8 @@ type Options struct {
 // Leaf writes go through one runner keyed by cluster (Reconcile): it
 // folds the kicks (member objects changed, engine transition, leaf Node
 // deleted) into one sync, never syncs a cluster on two workers at once,
-// delays a sync to keep minGap between writes of a leaf, and retries
-// failures with backoff.
+// spaces a leaf's syncs by minGap (see pace: a member pod's kick does not
+// hold back a node's), and retries failures with backoff.
 type Controller struct {
 	opts   Options
 	log    logr.Logger
@@ -96,8 +97,9 @@ type Controller struct {
 }
 
 const (
-	// minGap between two syncs of one leaf: a burst of member changes is
-	// one write.
+	// minGap between two urgent syncs of one leaf (a burst of member node
+	// changes is one write), and between a lazy sync and the last sync of
+	// any kind (see pace).
 	minGap = 500 * time.Millisecond
 	// workers write leaves in parallel: a slow write of one leaf does not
 	// hold back the others, and one member's change, a write of each of
@@ -179,15 +181,24 @@ func (c *Controller) Engage(ctx context.Context, m clusters.Member) []engage.Han
 	} else {
 		l.setMember(m)
 	}
-	c.runner.Add(cluster)
-	kick := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.runner.Add(cluster) },
-		UpdateFunc: func(any, any) { c.runner.Add(cluster) },
-		DeleteFunc: func(any) { c.runner.Add(cluster) },
+	c.syncNow(cluster)
+	nodeKick := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.syncNow(cluster) },
+		UpdateFunc: func(old, cur any) {
+			if member.NodeRecordChanged(old, cur) {
+				c.syncNow(cluster)
+			}
+		},
+		DeleteFunc: func(any) { c.syncNow(cluster) },
 	}
+	// A pod only changes the leaf's free resources, written at most every
+	// AllocatableEvery: lazy (see pace).
+	podKick := func(any) { c.runner.AddAfter(cluster, minGap) }
 	return []engage.Handler{
-		{Informer: m.Runtime.NodeInformer(), Handler: kick},
-		{Informer: m.Runtime.Pods().Informer(), Handler: kick},
+		{Informer: m.Runtime.NodeInformer(), Handler: nodeKick},
+		{Informer: m.Runtime.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc: podKick, UpdateFunc: func(_, cur any) { podKick(cur) }, DeleteFunc: podKick,
+		}},
 	}
 }
 
@@ -203,12 +214,20 @@ func (c *Controller) Decided(m clusters.Member) {
 		l.recordTransition(tr)
 	}
 	if len(m.Readiness.Transitions) > 0 {
-		c.runner.Add(m.Cluster())
+		c.syncNow(m.Cluster())
 	}
 }
 
 // Kick syncs the member's leaf soon (its verification changed).
-func (c *Controller) Kick(cluster string) { c.runner.Add(cluster) }
+func (c *Controller) Kick(cluster string) { c.syncNow(cluster) }
+
+// syncNow syncs the member's leaf for an urgent cause (see pace).
+func (c *Controller) syncNow(cluster string) {
+	if l := c.leaf(cluster); l != nil {
+		l.urgent.Store(true)
+	}
+	c.runner.Add(cluster)
+}
 
 // Disengage stops the member's leaf (the Node stays).
 func (c *Controller) Disengage(cluster string) {
@@ -226,6 +245,7 @@ func (c *Controller) leaf(cluster string) *leaf {
 func (c *Controller) triggerLeaf(name string) {
 	c.leaves.Each(func(cluster string, l *leaf) {
 		if l.name == name {
+			l.urgent.Store(true)
 			c.runner.Add(cluster)
 		}
 	})
@@ -252,11 +272,15 @@ func (c *Controller) Reconcile(_ context.Context, cluster string) (runner.Result
 	if l == nil {
 		return runner.Result{}, nil // stopped
 	}
-	if wait := l.lastSync.Add(minGap).Sub(c.clock.Now()); wait > 0 {
+	urgent := l.urgent.Swap(false)
+	if wait := l.pace.wait(c.clock.Now(), urgent); wait > 0 {
+		if urgent {
+			l.urgent.Store(true)
+		}
 		return runner.Result{RequeueAfter: wait}, nil
 	}
 	err := l.sync()
-	l.lastSync = c.clock.Now()
+	l.pace.synced(c.clock.Now(), urgent)
 	if err != nil {
 		if l.ctx.Err() != nil {
 			return runner.Result{}, nil // stopped meanwhile
@@ -278,9 +302,10 @@ type leaf struct {
 	name    string
 	writer  *leafnode.Writer
 	log     logr.Logger
-	// lastSync is when the leaf was last synced; used by the one worker
-	// that holds the cluster's key.
-	lastSync time.Time
+	// pace spaces the leaf's syncs; urgent: a cause since the last sync
+	// was urgent (see pace).
+	pace   pace
+	urgent atomic.Bool
 
 	// mu guards member: the registry's latest view of the member,
 	// Readiness included (the leaf's and the heartbeat's decision).
