@@ -72,13 +72,7 @@ func TestHandlerFootprint(t *testing.T) {
 		}
 	}
 	want := int64(members * (2*nodes + 3*pods))
-	deadline := time.Now().Add(time.Minute)
-	for seen.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("handlers got %d of the %d objects in the caches", seen.Load(), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the handlers to get every cached object", func() bool { return seen.Load() == want })
 	heapAfter, goroutinesAfter := settled()
 
 	handlers := float64(members * 5)
