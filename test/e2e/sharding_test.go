@@ -364,8 +364,15 @@ func (f *fleet) startShardReplica(t *testing.T, replica string) *harness.Leafsyn
 // startShardReplicaVia is startShardReplica through link to the host.
 func (f *fleet) startShardReplicaVia(t *testing.T, replica string, link *harness.FaultProxy) *harness.Leafsync {
 	t.Helper()
+	return f.startShardReplicaWith(t, replica, link, testConfig)
+}
+
+// startShardReplicaWith is startShardReplicaVia with base in place of
+// testConfig.
+func (f *fleet) startShardReplicaWith(t *testing.T, replica string, link *harness.FaultProxy, base string) *harness.Leafsync {
+	t.Helper()
 	cfg := filepath.Join(harness.LogDir(t), "leafsync-config-"+replica+".yaml")
-	text := testConfig + fmt.Sprintf(`store:
+	text := base + fmt.Sprintf(`store:
   backend: kube
 sharding:
   enabled: true

@@ -61,7 +61,11 @@ type Leaves struct {
 	// LeaseDuration is written into the Lease (kubelet: 40s).
 	LeaseDuration hysteresis.Duration `json:"leaseDuration"`
 	// LeaseRenewTimeout bounds one renewal request; failures are retried
-	// with jitter until the next renewal is due.
+	// with jitter until the next renewal is due. Default 10s, the renewal
+	// interval, as a kubelet's heartbeat client (the lesser of its status
+	// update period and Lease duration): a renewal abandoned before its
+	// answer may have landed, and the next one, at the old version, is
+	// then refused.
 	LeaseRenewTimeout hysteresis.Duration `json:"leaseRenewTimeout"`
 	// ConditionHeartbeat refreshes the conditions' lastHeartbeatTime even
 	// when nothing changed.
@@ -158,7 +162,7 @@ func Default() Config {
 			LeafTaint:          true,
 			LeaseRenewInterval: hysteresis.Duration{Duration: 10 * time.Second},
 			LeaseDuration:      hysteresis.Duration{Duration: 40 * time.Second},
-			LeaseRenewTimeout:  hysteresis.Duration{Duration: 5 * time.Second},
+			LeaseRenewTimeout:  hysteresis.Duration{Duration: 10 * time.Second},
 			ConditionHeartbeat: hysteresis.Duration{Duration: time.Minute},
 			Resync:             hysteresis.Duration{Duration: 30 * time.Second},
 			// A kubelet's status update period.

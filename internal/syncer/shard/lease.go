@@ -41,18 +41,26 @@ func (s *Sharder) tend(ctx context.Context) {
 		s.inc, s.own, s.lapsed = "", nil, true
 		s.observedAfresh(s.clock.Now())
 	}
-	inc, own, draining := s.inc, s.own, s.draining
+	inc, own, draining, lapses := s.inc, s.own, s.draining, s.renewed.Add(s.opts.LeaseDuration)
 	s.mu.Unlock()
 
 	sent := s.clock.Now()
-	// A third of the duration: a request that hangs leaves time for two
-	// more tries before the Lease lapses.
-	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration/3)
-	defer cancel()
 	if inc == "" {
+		// A third of the duration: a request that hangs leaves time for
+		// two more tries before another replica may count on the Lease.
+		ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration/3)
+		defer cancel()
 		s.acquire(ctx, sent, draining)
 		return
 	}
+	// A renewal may take until the Lease lapses here: a slow host that
+	// answers in time keeps it (held from when the renewal was sent, which
+	// is before any other replica can have seen it), where a shorter
+	// timeout abandoned renewals that would have landed and lapsed the
+	// Lease of every replica of a saturated host at once (scale benchmark,
+	// 600 registrations). One renewal is in flight at a time.
+	ctx, cancel := context.WithTimeout(ctx, lapses.Sub(sent))
+	defer cancel()
 	l := own.DeepCopy()
 	s.stamp(l, inc, sent, draining)
 	got, err := s.leases().Update(ctx, l, metav1.UpdateOptions{})

@@ -67,7 +67,7 @@ func (s *Sharder) heldLocked() bool {
 
 // lapsedLocked: this replica had an incarnation and does not hold its
 // shard Lease now, whether or not tend has dropped the incarnation yet (a
-// renewal that hangs holds tend up for a third of the duration).
+// renewal that hangs holds tend up until the Lease lapses).
 func (s *Sharder) lapsedLocked() bool {
 	return s.lapsed || (s.inc != "" && !s.heldLocked())
 }
