@@ -177,8 +177,15 @@ func (c *Controller) acting(cluster string) bool { return c.reg.Acting(cluster) 
 
 // EnqueueClusters looks again at the registration Secrets of clusters (nil:
 // every one): the sharding's OnChange, when an assignment or a member's
-// writer may have changed.
+// writer may have changed. A member kept warm through a lapse of this
+// replica's shard Lease is taken back from here at once, each in its own
+// goroutine, not when its Secret comes up in the registration queue: that
+// queue has one worker, and after a lapse at 600 registrations the last
+// take backs waited 60–85s behind reconciles of members acting again,
+// past their leaf Leases (scale benchmark, #33). shardGate still starts
+// one for a Secret reconciled first; takeBack runs once per member.
 func (c *Controller) EnqueueClusters(clusters []string) {
+	c.takeBackKeptWarm(clusters)
 	ctx := context.Background()
 	var list corev1.SecretList
 	opts := []client.ListOption{client.InNamespace(c.opts.Namespace)}
@@ -199,6 +206,26 @@ func (c *Controller) EnqueueClusters(clusters []string) {
 		owned, ok := c.reg.clusterOf(client.ObjectKeyFromObject(s))
 		if clusters == nil || (labelled && want[name]) || (ok && want[owned]) {
 			c.enqueue(client.ObjectKeyFromObject(s))
+		}
+	}
+}
+
+// takeBackKeptWarm starts the take back of each published member of
+// clusters (nil: every one) that this replica does not act on and keeps
+// warm (the shardGate rule).
+func (c *Controller) takeBackKeptWarm(clusters []string) {
+	own := c.opts.Ownership
+	if own == nil {
+		return
+	}
+	if clusters == nil {
+		for _, m := range c.reg.Members() {
+			clusters = append(clusters, m.Cluster())
+		}
+	}
+	for _, cluster := range clusters {
+		if _, published := c.reg.Member(cluster); published && !own.Acting(cluster) && own.KeepWarm(cluster) {
+			c.runtimes.takeBack(cluster)
 		}
 	}
 }

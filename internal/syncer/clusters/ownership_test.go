@@ -359,6 +359,37 @@ func TestShardedLapseKeepsTheMemberWarm(t *testing.T) {
 	e.srv.Close()
 }
 
+// TestShardedLapseTakenBackOnChange: the take back of a member kept warm
+// starts when the sharding says the member's view changed (OnChange, which
+// is EnqueueClusters), not when its Secret comes up in the registration
+// queue (one worker: after a lapse at 600 registrations the last take
+// backs waited 60-85s behind other reconciles, past their leaf Leases).
+// The queue does not run in these tests: only OnChange can take it back.
+func TestShardedLapseTakenBackOnChange(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, changed := range [][]string{{"east"}, nil} {
+		own, e, hooks := connectedShardedMember(t)
+		before, _ := e.ctl.Registry().Member("east")
+		own.set(func(o *ownership) { o.acting["east"], o.mayTake["east"], o.warm["east"] = false, false, true })
+		takes := own.takesOf("east")
+		e.ctl.EnqueueClusters(changed)
+		own.passOver("east")
+		deadline := time.Now().Add(10 * time.Second)
+		for !own.Acting("east") && time.Now().Before(deadline) {
+			e.clk.Step(takeRetry)
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !own.Acting("east") || own.takesOf("east") <= takes {
+			t.Errorf("OnChange(%v): not taken back without a reconcile of its Secret (acting %v, takes %d -> %d)", changed, own.Acting("east"), takes, own.takesOf("east"))
+		}
+		if m, ok := e.ctl.Registry().Member("east"); !ok || m.Runtime != before.Runtime || *hooks != 0 {
+			t.Errorf("OnChange(%v): published %v, same runtime %v, %d cleanup hooks", changed, ok, ok && m.Runtime == before.Runtime, *hooks)
+		}
+		e.ctl.Shutdown()
+		e.srv.Close()
+	}
+}
+
 // TestShardedMemberTakenDuringALapseIsHandedOver: the shard Lease lapsed
 // and another replica's incarnation took the member meanwhile: its runtime
 // stops as on any hand-over (a new one starts to take it back, as it is
