@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leafsync/leafsync/internal/syncer/shard"
@@ -165,14 +164,8 @@ func TestShardLapseKeepsMembersWarm(t *testing.T) {
 	// No leaf left Ready.
 	time.Sleep(5 * time.Second)
 	for _, l := range leaves {
-		seenReady := false
-		for _, o := range nodes[l].observations(t) {
-			if o.ready == corev1.ConditionTrue {
-				seenReady = true
-			} else if seenReady {
-				t.Errorf("leaf %s Ready=%q at %s", l, o.ready, o.at.Format(time.StampMilli))
-				break
-			}
+		if o, left := nodes[l].leftReady(t); left {
+			t.Errorf("leaf %s Ready=%q at %s", l, o.ready, o.at.Format(time.StampMilli))
 		}
 	}
 }

@@ -284,15 +284,9 @@ func TestSharding(t *testing.T) {
 
 	// No leaf ever left Ready once it was Ready.
 	for _, l := range leaves {
-		seenReady := false
-		for _, o := range nodes[l].observations(t) {
-			if o.ready == corev1.ConditionTrue {
-				seenReady = true
-			} else if seenReady {
-				t.Errorf("leaf %s Ready=%q at %s (paused %s, resumed %s)", l, o.ready, o.at.Format(time.StampMilli),
-					pausedAt.Format(time.StampMilli), resumedAt.Format(time.StampMilli))
-				break
-			}
+		if o, left := nodes[l].leftReady(t); left {
+			t.Errorf("leaf %s Ready=%q at %s (paused %s, resumed %s)", l, o.ready, o.at.Format(time.StampMilli),
+				pausedAt.Format(time.StampMilli), resumedAt.Format(time.StampMilli))
 		}
 	}
 	// No member pod deleted, nor any host pod.

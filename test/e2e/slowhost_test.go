@@ -109,14 +109,8 @@ func TestSlowHostKeepsLeasesRenewed(t *testing.T) {
 		}
 	}
 	for _, l := range leaves {
-		seenReady := false
-		for _, o := range nodes[l].observations(t) {
-			if o.ready == corev1.ConditionTrue {
-				seenReady = true
-			} else if seenReady {
-				t.Errorf("leaf %s Ready=%q at %s", l, o.ready, o.at.Format(time.StampMilli))
-				break
-			}
+		if o, left := nodes[l].leftReady(t); left {
+			t.Errorf("leaf %s Ready=%q at %s", l, o.ready, o.at.Format(time.StampMilli))
 		}
 	}
 }

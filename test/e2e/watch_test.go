@@ -138,3 +138,18 @@ func (r *nodeRecorder) observations(t *testing.T) []nodeObservation {
 	}
 	return r.seen
 }
+
+// leftReady returns the first observation at which the node, once Ready,
+// was not (ok false: it never left Ready once it was).
+func (r *nodeRecorder) leftReady(t *testing.T) (o nodeObservation, ok bool) {
+	t.Helper()
+	seenReady := false
+	for _, o := range r.observations(t) {
+		if o.ready == corev1.ConditionTrue {
+			seenReady = true
+		} else if seenReady {
+			return o, true
+		}
+	}
+	return nodeObservation{}, false
+}
