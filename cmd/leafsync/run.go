@@ -52,6 +52,8 @@ var configFlags = []configFlag{
 		func(c *config.Config) any { return &c.MetricsBindAddress }},
 	{"health-probe-bind-address", "address of /healthz and /readyz, \"0\" to disable",
 		func(c *config.Config) any { return &c.HealthProbeBindAddress }},
+	{"pprof-bind-address", "address of Go's /debug/pprof profiles, \"0\" to disable (bind to localhost: profiles show memory)",
+		func(c *config.Config) any { return &c.PprofBindAddress }},
 	{"leader-elect", "elect a leader so that only one replica acts",
 		func(c *config.Config) any { return &c.LeaderElection.Enabled }},
 	{"sharding", "spread members over every active replica, each holding a shard Lease (sharding.* in the config file)",
@@ -195,6 +197,7 @@ func run(cmd *cobra.Command, kubeconfig string, cfg config.Config) error {
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		PprofBindAddress:              cfg.PprofBindAddress,
 		LeaderElection:                elected(cfg),
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       cfg.Namespace,

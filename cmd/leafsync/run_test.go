@@ -32,6 +32,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		"bad log level":                 {[]string{"--log-level=loud"}, "logLevel"},
 		"bad namespace":                 {[]string{"--namespace=Not_A_Namespace"}, "namespace"},
 		"bad metrics address":           {[]string{"--metrics-bind-address=nonsense"}, "metricsBindAddress"},
+		"bad pprof address":             {[]string{"--pprof-bind-address=6060"}, "pprofBindAddress"},
 		"missing config file":           {[]string{"--config=/nonexistent/leafsync.yaml"}, "reading config file"},
 		"unknown flag":                  {[]string{"--no-such-flag"}, "no-such-flag"},
 		"misspelt config key":           {[]string{"--config=" + file("unknown.yaml", "namespace: leafsync-system\nlogLevl: debug\n")}, "logLevl"},

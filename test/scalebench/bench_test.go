@@ -118,9 +118,10 @@ func TestScaleBench(t *testing.T) {
 	if err := host.EnsureNamespace(ctx, leafsyncNS); err != nil {
 		t.Fatal(err)
 	}
-	ls := startReplicas(t, host, replicaCount(t))
+	profile := profiles(t)
+	ls, pprofAddrs := startReplicas(t, host, replicaCount(t), profile != "")
 	w := newLeafWatch(t, host)
-	b := &bench{t: t, p: p, host: host, members: members, ls: ls, w: w}
+	b := &bench{t: t, p: p, host: host, members: members, ls: ls, w: w, profile: profile, pprofAddrs: pprofAddrs, out: out}
 
 	for _, n := range p.steps {
 		step, err := b.step(ctx, n)
@@ -144,8 +145,13 @@ type bench struct {
 	members []*harness.Cluster
 	ls      replicas
 	w       *leafWatch
-	regs    int // registrations so far
-	extra   int // extra member nodes made so far
+	// profile: which profile to take during leaf updates (see profiles),
+	// of the replicas' pprofAddrs, into out.
+	profile    string
+	pprofAddrs []string
+	out        string
+	regs       int // registrations so far
+	extra      int // extra member nodes made so far
 }
 
 func regName(i int) string  { return fmt.Sprintf("reg-%03d", i) }
@@ -232,7 +238,11 @@ func (b *bench) step(ctx context.Context, n int) (s Step, err error) {
 	}
 	s.HostWritesPerLeafChurn = writesIn(reqs) / t1.Sub(t0).Seconds() / float64(n)
 
-	updates, err := b.leafUpdates(ctx)
+	var updates []leafUpdate
+	err = profileDuring(b.t, b.profile, b.pprofAddrs, b.out, fmt.Sprintf("leafupdate-%d", n), func() (err error) {
+		updates, err = b.leafUpdates(ctx)
+		return err
+	})
 	if err != nil {
 		return s, err
 	}

@@ -55,10 +55,19 @@ type replicas []*harness.Leafsync
 
 // startReplicas starts one leafsync with its default configuration, or,
 // for n > 1, n replicas r0…r<n-1> with sharding on.
-func startReplicas(t *testing.T, host *harness.Cluster, n int) replicas {
-	args := []string{"--namespace=" + leafsyncNS, "--log-level=info"}
+// With pprof, each serves its profiles at the address returned for it.
+func startReplicas(t *testing.T, host *harness.Cluster, n int, pprof bool) (replicas, []string) {
+	var addrs []string
+	args := func() []string {
+		a := []string{"--namespace=" + leafsyncNS, "--log-level=info"}
+		if pprof {
+			addrs = append(addrs, pprofAddr(t))
+			a = append(a, "--pprof-bind-address="+addrs[len(addrs)-1])
+		}
+		return a
+	}
 	if n == 1 {
-		return replicas{harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), args...)}
+		return replicas{harness.StartLeafsync(t, "leafsync", host.Kubeconfig(), args()...)}, addrs
 	}
 	var rs replicas
 	for i := range n {
@@ -68,9 +77,9 @@ func startReplicas(t *testing.T, host *harness.Cluster, n int) replicas {
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		rs = append(rs, harness.StartLeafsync(t, "leafsync-"+name, host.Kubeconfig(), append(args, "--config="+cfg, "--leader-elect")...))
+		rs = append(rs, harness.StartLeafsync(t, "leafsync-"+name, host.Kubeconfig(), append(args(), "--config="+cfg, "--leader-elect")...))
 	}
-	return rs
+	return rs, addrs
 }
 
 // name is a replica's shard name (r0…), "" unsharded.

@@ -24,6 +24,11 @@ type Config struct {
 	MetricsBindAddress string `json:"metricsBindAddress"`
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string `json:"healthProbeBindAddress"`
+	// PprofBindAddress serves Go's /debug/pprof profiles; "0" (the
+	// default) disables it. Profiles show memory and goroutines, so bind
+	// it to localhost (e.g. "127.0.0.1:6060") and reach it with
+	// kubectl port-forward.
+	PprofBindAddress string `json:"pprofBindAddress"`
 	// LeaderElection makes only one replica act at a time.
 	LeaderElection LeaderElection `json:"leaderElection"`
 	// LogLevel is one of debug, info, error.
@@ -150,6 +155,7 @@ func Default() Config {
 		Namespace:              "leafsync-system",
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
+		PprofBindAddress:       "0",
 		LeaderElection: LeaderElection{
 			Enabled:       false,
 			LeaseDuration: hysteresis.Duration{Duration: 15 * time.Second},
@@ -214,6 +220,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, validateBindAddress("metricsBindAddress", c.MetricsBindAddress))
 	errs = append(errs, validateBindAddress("healthProbeBindAddress", c.HealthProbeBindAddress))
+	errs = append(errs, validateBindAddress("pprofBindAddress", c.PprofBindAddress))
 	if !contains(LogLevels, c.LogLevel) {
 		errs = append(errs, fmt.Errorf("logLevel %q must be one of %v", c.LogLevel, LogLevels))
 	}
