@@ -105,6 +105,22 @@ func (h *hostPods) on(leaf string) []*corev1.Pod {
 	return out
 }
 
+// follower is the member following the leaf the host pod namespace/name
+// is bound to, nil if none.
+func (h *hostPods) follower(namespace, name string) *memberSync {
+	obj, exists, err := h.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.follow[p.Spec.NodeName]
+}
+
 // get is the host pod namespace/name if it is bound to the leaf, from the
 // cache (read-only), else nil.
 func (h *hostPods) get(namespace, name, leaf string) *corev1.Pod {
