@@ -12,7 +12,7 @@ import (
 // BenchmarkCompute recomputes a leaf for members of growing size: the work
 // leafsync does on every member Node or Pod change (debounced to 2/s).
 // foreign: the pods leafsync did not place as the member cache holds them
-// (their PodUsage, internal/syncer/member's transform).
+// (their sums by node, Usage, kept up to date from pod events).
 func BenchmarkCompute(b *testing.B) {
 	for _, size := range []struct {
 		nodes, pods int
@@ -35,12 +35,14 @@ func BenchmarkCompute(b *testing.B) {
 				Status: hysteresis.Status{State: hysteresis.Ready}, Options: Options{LeafTaint: true, IsSyncedPod: isSynced}}
 			if foreign {
 				in.MemberPods = nil
+				var usage Usage
 				for _, p := range pods {
 					if !isSynced(p) {
 						u := UsageOf(p)
-						in.ForeignPods = append(in.ForeignPods, &u)
+						usage.Update(nil, &u)
 					}
 				}
+				in.ForeignUsage = usage.Snapshot()
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -67,10 +67,10 @@ type Input struct {
 	// MemberPods are member pods in full (the member's cache keeps those
 	// leafsync placed so).
 	MemberPods []*corev1.Pod
-	// ForeignPods are the member's pods leafsync did not place, as the
-	// member's cache keeps them (UsageOf): counted like MemberPods that
-	// are not synced.
-	ForeignPods []*PodUsage
+	// ForeignUsage is what the member's pods leafsync did not place
+	// request, by node (Usage.Snapshot): counted like MemberPods that are
+	// not synced. Read-only.
+	ForeignUsage map[string]corev1.ResourceList
 	// Status is the hysteresis engine's decision for the member.
 	Status hysteresis.Status
 	// Config is the member's effective thresholds (for messages).
@@ -112,7 +112,7 @@ var ownedTaintKeys = []string{TaintLeaf, TaintUnreachable, TaintUnverified}
 // Compute derives a leaf's desired state. It is pure: same input, same output.
 func Compute(in Input) Desired {
 	nodes := countedNodes(in.MemberNodes, in.NodeSelector)
-	gross, alloc := aggregate(nodes, in.MemberPods, in.ForeignPods, in.IsSyncedPod)
+	gross, alloc := aggregate(nodes, in.MemberPods, in.ForeignUsage, in.IsSyncedPod)
 	d := Desired{
 		Labels:           leafLabels(in.Cluster, in.LeafName, nodes),
 		Capacity:         alloc,
@@ -154,8 +154,8 @@ func countedNodes(all []*MemberNode, sel labels.Selector) []*MemberNode {
 
 // aggregate sums allocatable over the counted nodes (gross) and subtracts
 // what non-terminal pods not placed by leafsync request on them (one "pods"
-// each): the full pods that are not synced, and every foreign pod.
-func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign []*PodUsage, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
+// each): the full pods that are not synced, and the foreign pods' sums.
+func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign map[string]corev1.ResourceList, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
 	total = corev1.ResourceList{}
 	onCounted := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -165,23 +165,22 @@ func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign []*PodUsage, isS
 		}
 	}
 	gross = total.DeepCopy()
-	take := func(u *PodUsage) {
-		if !onCounted[u.NodeName] || u.Phase == corev1.PodSucceeded || u.Phase == corev1.PodFailed {
-			return
-		}
-		for name, q := range u.Requests {
-			sub(total, name, q)
-		}
-		sub(total, corev1.ResourcePods, onePod)
-	}
+	// Subtracting sums instead of each pod changes nothing: requests are
+	// never negative, so either way the result is max(0, total - all).
 	for _, p := range pods {
 		if isSynced == nil || !isSynced(p) {
-			u := UsageOf(p)
-			take(&u)
+			if u := UsageOf(p); counts(&u) && onCounted[u.NodeName] {
+				for name, q := range u.Requests {
+					sub(total, name, q)
+				}
+				sub(total, corev1.ResourcePods, onePod)
+			}
 		}
 	}
-	for _, u := range foreign {
-		take(u)
+	for _, n := range nodes {
+		for name, q := range foreign[n.Name] {
+			sub(total, name, q)
+		}
 	}
 	return gross, total
 }

@@ -232,7 +232,9 @@ func TestForeignPodAccountsAsTheFullPod(t *testing.T) {
 	}
 	nodes := members(memberNode("n1", true, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "110"}, nil, "v1.35.2"))
 	_, a := aggregate(nodes, []*corev1.Pod{full}, nil, nil)
-	_, b := aggregate(nodes, nil, []*PodUsage{&usage}, nil)
+	var sums Usage
+	sums.Update(nil, &usage)
+	_, b := aggregate(nodes, nil, sums.Snapshot(), nil)
 	for r, q := range a {
 		if bq := b[r]; q.Cmp(bq) != 0 {
 			t.Errorf("aggregate %s: %s with the full pod, %s as a foreign pod", r, q.String(), bq.String())

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/internal/leafnode"
 	"github.com/leafsync/leafsync/test/harness"
@@ -65,6 +66,12 @@ func TestLeafNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitAllocatable(t, f, leaf, map[corev1.ResourceName]string{"cpu": "10800m", "nvidia.com/gpu": "1", "pods": "327"})
+		// The member's pods are summed by node as they come and go
+		// (leafnode.Usage): a pod gone gives back what it took.
+		if err := member.Client().CoreV1().Pods("workload").Delete(ctx, "extra-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		waitAllocatable(t, f, leaf, map[corev1.ResourceName]string{"cpu": "11800m", "nvidia.com/gpu": "2", "pods": "328"})
 	})
 
 	t.Run("no writes while nothing changes", func(t *testing.T) {

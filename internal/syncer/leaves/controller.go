@@ -433,7 +433,7 @@ func (l *leaf) sync() error {
 	if synced {
 		// The pods leafsync placed are the host scheduler's to account
 		// for; the others are in the cache as their usage only.
-		in.MemberNodes, in.ForeignPods = m.Runtime.Nodes(), m.Runtime.ForeignPods()
+		in.MemberNodes, in.ForeignUsage = m.Runtime.Nodes(), m.Runtime.ForeignUsage()
 	}
 	d := leafnode.Compute(in)
 	if !synced {

@@ -98,10 +98,16 @@ func asPod(obj any) (*corev1.Pod, bool) {
 	return nil, false
 }
 
-// foreignPods are the usage of every cached pod leafsync did not place,
-// as the leaf's aggregation reads them.
-func foreignPods(store cache.Store) []*leafnode.PodUsage {
-	return entries(store, func(f *ForeignPod) *leafnode.PodUsage { return &f.PodUsage })
+// foreignUsage is the usage of a pod of the cache (or of its last state,
+// deleted) if leafsync did not place it, else nil.
+func foreignUsage(obj any) *leafnode.PodUsage {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if f, ok := obj.(*ForeignPod); ok {
+		return &f.PodUsage
+	}
+	return nil
 }
 
 // entries are what read shows of each of the store's objects of type T:

@@ -97,6 +97,7 @@ type Runtime struct {
 	watch     kubernetes.Interface // kube without the overall timeout
 	nodes     *Informer            // *cachedNode
 	pods      *Informer            // *corev1.Pod (synced) and *ForeignPod
+	usage     leafnode.Usage       // the ForeignPods' requests by node, from pods' events
 	breaker   *Breaker
 	prober    *Prober
 
@@ -191,6 +192,13 @@ func New(o Options) (*Runtime, error) {
 	r.nodes = newInformer(listWatch(r.watch, nodes.List, nodes.Watch), &corev1.Node{}, o.Resync, transform, cache.Indexers{})
 	r.pods = newInformer(listWatch(r.watch, pods.List, pods.Watch), &corev1.Pod{}, o.Resync, transform,
 		cache.Indexers{cache.NamespaceIndex: syncedNamespace})
+	// First, so that the sums are up to date when the other handlers
+	// (the leaf's kick among them) hear of a pod.
+	_, _ = r.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.usage.Update(nil, foreignUsage(obj)) },
+		UpdateFunc: func(old, cur any) { r.usage.Update(foreignUsage(old), foreignUsage(cur)) },
+		DeleteFunc: func(obj any) { r.usage.Update(foreignUsage(obj), nil) },
+	})
 
 	readyz, err := readyzURL(cfg)
 	if err != nil {
@@ -311,9 +319,10 @@ func (p PodInformer) Informer() *Informer { return p.informer }
 // ForeignPod.Pod shows them.
 func (r *Runtime) PodLister() corelisters.PodLister { return podLister{r.pods.indexer} }
 
-// ForeignPods lists, from the cache, the usage of the member's pods
-// leafsync did not place: what the leaf's aggregation subtracts.
-func (r *Runtime) ForeignPods() []*leafnode.PodUsage { return foreignPods(r.pods.indexer) }
+// ForeignUsage is what the member's pods leafsync did not place request,
+// by node (leafnode.Usage, kept from the pod informer's events): what the
+// leaf's aggregation subtracts. Read-only.
+func (r *Runtime) ForeignUsage() map[string]corev1.ResourceList { return r.usage.Snapshot() }
 
 // HasSynced reports whether both informers have synced once.
 func (r *Runtime) HasSynced() bool {

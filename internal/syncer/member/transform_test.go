@@ -153,6 +153,7 @@ func TestTransformKeepsWhatReadersRead(t *testing.T) {
 // label selector, and the leaf's aggregation gets the foreign ones only.
 func TestPodListerShowsForeignPods(t *testing.T) {
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: syncedNamespace})
+	var usage leafnode.Usage
 	for _, p := range []corev1.Pod{testPod("synced", true), testPod("foreign", false)} {
 		o, err := transform(&p)
 		if err != nil {
@@ -161,6 +162,7 @@ func TestPodListerShowsForeignPods(t *testing.T) {
 		if err := store.Add(o); err != nil {
 			t.Fatal(err)
 		}
+		usage.Update(nil, foreignUsage(o))
 	}
 	l := podLister{store}
 	all, _ := l.List(labels.Everything())
@@ -178,7 +180,8 @@ func TestPodListerShowsForeignPods(t *testing.T) {
 	if indexed, _ := store.ByIndex(cache.NamespaceIndex, "default"); len(indexed) != 1 {
 		t.Errorf("%d pods in the namespace index, want the synced one only", len(indexed))
 	}
-	if u := foreignPods(store); len(u) != 1 || u[0].Requests.Cpu().String() != "100m" {
+	u := usage.Snapshot()
+	if cpu, pods := u["n1"][corev1.ResourceCPU], u["n1"][corev1.ResourcePods]; len(u) != 1 || cpu.String() != "100m" || pods.String() != "1" {
 		t.Errorf("foreign usage %v, want the foreign pod's only", u)
 	}
 }
