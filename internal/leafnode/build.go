@@ -70,7 +70,7 @@ type Input struct {
 	// ForeignUsage is what the member's pods leafsync did not place
 	// request, by node (Usage.Snapshot): counted like MemberPods that are
 	// not synced. Read-only.
-	ForeignUsage map[string]corev1.ResourceList
+	ForeignUsage map[string]NodeSum
 	// Status is the hysteresis engine's decision for the member.
 	Status hysteresis.Status
 	// Config is the member's effective thresholds (for messages).
@@ -155,7 +155,7 @@ func countedNodes(all []*MemberNode, sel labels.Selector) []*MemberNode {
 // aggregate sums allocatable over the counted nodes (gross) and subtracts
 // what non-terminal pods not placed by leafsync request on them (one "pods"
 // each): the full pods that are not synced, and the foreign pods' sums.
-func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign map[string]corev1.ResourceList, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
+func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign map[string]NodeSum, isSynced func(*corev1.Pod) bool) (gross, total corev1.ResourceList) {
 	total = corev1.ResourceList{}
 	onCounted := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -178,9 +178,7 @@ func aggregate(nodes []*MemberNode, pods []*corev1.Pod, foreign map[string]corev
 		}
 	}
 	for _, n := range nodes {
-		for name, q := range foreign[n.Name] {
-			sub(total, name, q)
-		}
+		foreign[n.Name].subtractFrom(total)
 	}
 	return gross, total
 }

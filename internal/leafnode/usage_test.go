@@ -92,10 +92,10 @@ func TestUsageSnapshotStaysAsTaken(t *testing.T) {
 	usage.Update(nil, &a)
 	snap := usage.Snapshot()
 	usage.Update(nil, &b)
-	if cpu := snap["n0"][corev1.ResourceCPU]; cpu.String() != "1" {
-		t.Errorf("snapshot's cpu on n0 became %s after a later pod, want 1", cpu.String())
+	if cpu := snap["n0"].milli(corev1.ResourceCPU); cpu != 1000 {
+		t.Errorf("snapshot's cpu on n0 became %dm after a later pod, want 1000m", cpu)
 	}
-	if cpu := usage.Snapshot()["n0"][corev1.ResourceCPU]; cpu.String() != "3" {
-		t.Errorf("cpu on n0 = %s, want 3", cpu.String())
+	if cpu := usage.Snapshot()["n0"].milli(corev1.ResourceCPU); cpu != 3000 {
+		t.Errorf("cpu on n0 = %dm, want 3000m", cpu)
 	}
 }

@@ -322,7 +322,7 @@ func (r *Runtime) PodLister() corelisters.PodLister { return podLister{r.pods.in
 // ForeignUsage is what the member's pods leafsync did not place request,
 // by node (leafnode.Usage, kept from the pod informer's events): what the
 // leaf's aggregation subtracts. Read-only.
-func (r *Runtime) ForeignUsage() map[string]corev1.ResourceList { return r.usage.Snapshot() }
+func (r *Runtime) ForeignUsage() map[string]leafnode.NodeSum { return r.usage.Snapshot() }
 
 // HasSynced reports whether both informers have synced once.
 func (r *Runtime) HasSynced() bool {

@@ -2,6 +2,7 @@ package member
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -181,7 +182,7 @@ func TestPodListerShowsForeignPods(t *testing.T) {
 		t.Errorf("%d pods in the namespace index, want the synced one only", len(indexed))
 	}
 	u := usage.Snapshot()
-	if cpu, pods := u["n1"][corev1.ResourceCPU], u["n1"][corev1.ResourcePods]; len(u) != 1 || cpu.String() != "100m" || pods.String() != "1" {
+	if want := (leafnode.NodeSum{{Name: corev1.ResourceCPU, Milli: 100}, {Name: corev1.ResourcePods, Milli: 1000}}); len(u) != 1 || !reflect.DeepEqual(u["n1"], want) {
 		t.Errorf("foreign usage %v, want the foreign pod's only", u)
 	}
 }
