@@ -8,16 +8,17 @@ import (
 )
 
 // measured is the per-member cost from docs/benchmarks/scale.md (members
-// of 200 nodes and 2,000 pods), as of 2026-11-25 16:00 UTC with the
-// compact node records: RSS 2.12 MiB a member between 200 and 400
-// registrations on one replica, 1.96 over three sharded replicas between
-// 120 and 240 (7.4 in the first run, 2.2-2.5 before the compact records),
-// taken as 2.1 over a base of 75; CPU 0.0004 cores a member steady, plus
-// 0.0005 for each pod created or deleted per second in it, taken at one
-// change a second; and 3.6 registrations engaged per second (a batch of
-// 200 Ready within 55.5s at p99 on a quiet machine; 6.6 in the first run,
-// with batches of 50 and 100).
-var measured = Cost{BaseMiB: 75, MiBPerMember: 2.1, BaseCores: 0.01, CoresPerMember: 0.0009, EngagePerSecond: 3.6}
+// of 200 nodes and 2,000 pods), as of 2026-11-29 with the member's pods
+// summed by node (0ec15c6): RSS 1.71 MiB a member between 200 and 400
+// registrations on one replica (base 85 MiB), 1.86 over three sharded
+// replicas between 300 and 600 (base about 76 MiB a replica), taken as
+// 1.9 over a base of 80 (7.4 in the first run, 2.1 on 2026-11-25); CPU
+// 0.0004 cores a member steady, plus 0.0002 for each pod created or
+// deleted per second in it (0.0005 before the sums), taken at one change
+// a second; and 5.9 registrations engaged per second (a batch of 200
+// Ready within 33.7s at p99 on one replica, the two member API servers on
+// the same 2 cores; 3.6 on 2026-11-25).
+var measured = Cost{BaseMiB: 80, MiBPerMember: 1.9, BaseCores: 0.01, CoresPerMember: 0.0006, EngagePerSecond: 5.9}
 
 // leaseWait: a lost replica's members move once its shard Lease has
 // expired (leader election's defaults: 15s duration, 2s retry).
