@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -305,18 +304,6 @@ func (ms *memberSync) setMember(m clusters.Member) {
 		ms.c.hostPods.setLeaf(ms, ms.leaf, m.Spec.LeafName)
 		ms.leaf = m.Spec.LeafName
 	}
-}
-
-func podKey(obj any) (string, string, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	// A member's foreign pods are *member.ForeignPod in its cache.
-	p, err := meta.Accessor(obj)
-	if err != nil {
-		return "", "", false
-	}
-	return p.GetNamespace(), p.GetName(), true
 }
 
 func (ms *memberSync) onMemberPod(obj any) {
