@@ -200,8 +200,8 @@ type PodUsage struct {
 }
 
 // UsageOf reduces a pod to its PodUsage. The member's cache does it once,
-// when a pod enters it (internal/syncer/member's transform), instead of at
-// every leaf recompute.
+// when a pod enters it (internal/syncer/member's transform), and Usage
+// sums it by node from there.
 func UsageOf(p *corev1.Pod) PodUsage {
 	return PodUsage{NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
 		Requests: resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})}

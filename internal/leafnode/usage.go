@@ -1,6 +1,7 @@
 package leafnode
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -81,9 +82,7 @@ func counts(p *PodUsage) bool {
 func (u *Usage) change(p *PodUsage, sign int64) {
 	next := slices.Clone(u.byNode[p.NodeName])
 	apply := func(name corev1.ResourceName, milli int64) {
-		i, found := slices.BinarySearchFunc(next, name, func(a Amount, n corev1.ResourceName) int {
-			return compareNames(a.Name, n)
-		})
+		i, found := slices.BinarySearchFunc(next, name, func(a Amount, n corev1.ResourceName) int { return cmp.Compare(a.Name, n) })
 		if !found {
 			next = slices.Insert(next, i, Amount{Name: name})
 		}
@@ -92,23 +91,13 @@ func (u *Usage) change(p *PodUsage, sign int64) {
 	for name, q := range p.Requests {
 		apply(name, q.MilliValue())
 	}
-	apply(corev1.ResourcePods, 1000)
+	apply(corev1.ResourcePods, onePod.MilliValue())
 	next = slices.DeleteFunc(next, func(a Amount) bool { return a.Milli == 0 })
 	if next.milli(corev1.ResourcePods) <= 0 {
 		delete(u.byNode, p.NodeName) // its last pod went
 		return
 	}
 	u.byNode[p.NodeName] = slices.Clip(next)
-}
-
-func compareNames(a, b corev1.ResourceName) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s NodeSum) milli(name corev1.ResourceName) int64 {

@@ -108,12 +108,8 @@ func (h *hostPods) on(leaf string) []*corev1.Pod {
 // follower is the member following the leaf the host pod namespace/name
 // is bound to, nil if none.
 func (h *hostPods) follower(namespace, name string) *memberSync {
-	obj, exists, err := h.informer.GetIndexer().GetByKey(namespace + "/" + name)
-	if err != nil || !exists {
-		return nil
-	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
+	p := h.pod(namespace, name)
+	if p == nil {
 		return nil
 	}
 	h.mu.RLock()
@@ -124,12 +120,19 @@ func (h *hostPods) follower(namespace, name string) *memberSync {
 // get is the host pod namespace/name if it is bound to the leaf, from the
 // cache (read-only), else nil.
 func (h *hostPods) get(namespace, name, leaf string) *corev1.Pod {
+	if p := h.pod(namespace, name); p != nil && p.Spec.NodeName == leaf {
+		return p
+	}
+	return nil
+}
+
+// pod is the host pod namespace/name from the cache (read-only), nil if
+// there is none.
+func (h *hostPods) pod(namespace, name string) *corev1.Pod {
 	obj, exists, err := h.informer.GetIndexer().GetByKey(namespace + "/" + name)
 	if err != nil || !exists {
 		return nil
 	}
-	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == leaf {
-		return p
-	}
-	return nil
+	p, _ := obj.(*corev1.Pod)
+	return p
 }
