@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/leafsync/leafsync/test/harness"
@@ -191,7 +192,9 @@ func createLeaf(ctx context.Context, t *testing.T, c kubernetes.Interface, name 
 	if _, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := heartbeat(ctx, c, name); err != nil {
+	// KCM's controllers write a new Node too (its taints, its CIDR): the
+	// first report of Ready may meet their change and is tried again.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return heartbeat(ctx, c, name) }); err != nil {
 		t.Fatal(err)
 	}
 }
